@@ -1,0 +1,270 @@
+"""The ``aoti-guard`` command line: a thin layer over aoti_guard (build) and runtime_probe (probe).
+
+Only this module prints and exits. Exit codes: 0 passed; 1 a check failed; 2 usage error; 3 the
+tool itself could not run (an unexpected error is reported as a bug, with its traceback saved).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from runtime_probe import __version__
+from runtime_probe.cli import emit_report
+from runtime_probe.errors import GuardError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _progress(quiet: bool):  # type: ignore[no-untyped-def]
+    def say(phase: str, event: str, seconds: float | None = None) -> None:
+        if quiet:
+            return
+        if event == "start":
+            click.echo(f"[{phase}] ...", err=True)
+        elif seconds is not None:
+            click.echo(f"[{phase}] {event} in {seconds:.2f}s", err=True)
+        else:
+            click.echo(f"[{phase}] {event}", err=True)
+
+    return say
+
+
+def _check_report_path(path: str | None, flag: str) -> None:
+    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise click.UsageError(f"{flag}: folder {os.path.dirname(os.path.abspath(path))} does not exist")
+
+
+def _parse_config(values: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--inductor-config {item!r}: write KEY=VALUE (e.g. max_autotune=true)")
+        try:
+            out[key] = json.loads(raw)  # true/false/numbers/JSON objects
+        except ValueError:
+            out[key] = raw  # a bare string
+    return out
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="aoti-guard")
+def cli() -> None:
+    """Make PyTorch AOTInductor packages safe to ship.
+
+    \b
+    build    export + compile a model into one validated, self-describing .pt2
+    probe    check a .pt2 on this host: archive, host, load, constants, golden outputs
+    inspect  show what a .pt2 holds (manifest, models, kernels, constants)
+
+    Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
+    """
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("target", required=False)
+@click.option("-o", "--output", required=True, metavar="OUT.pt2", help="The package to write (must end in .pt2).")
+@click.option(
+    "--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N: where the model is exported, compiled and validated."
+)
+@click.option(
+    "--dynamic",
+    "dynamic",
+    multiple=True,
+    metavar="IN:DIM=NAME[:MIN..MAX]",
+    help="A dynamic dimension, e.g. x:0=batch:1..64 (repeat; a shared NAME ties sizes together).",
+)
+@click.option(
+    "--inductor-config",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An Inductor option for the release model (repeat), e.g. max_autotune=true.",
+)
+@click.option("--no-debug-twin", is_flag=True, help="Do not compile the sanitized debug twin (halves compile time and package size).")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
+@click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
+@click.option(
+    "--golden-max-mb",
+    type=click.FloatRange(min=0),
+    default=16.0,
+    show_default=True,
+    help="Size cap for the golden samples stored in the package.",
+)
+@click.option("--no-fp64", is_flag=True, help="Skip the float64 reference run.")
+@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for compiled vs eager (default by dtype).")
+@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for compiled vs eager (default by dtype).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the generated golden inputs.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the validation child may take per step."
+)
+@click.option("--json", "json_path", metavar="PATH", help="Write the build report as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when the build fails.")
+@click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
+def build(
+    target: str | None,
+    output: str,
+    device: str,
+    dynamic: tuple[str, ...],
+    configs: tuple[str, ...],
+    no_debug_twin: bool,
+    trace_dir: str | None,
+    allow_nonfinite: bool,
+    golden_max_mb: float,
+    no_fp64: bool,
+    atol: float | None,
+    rtol: float | None,
+    seed: int,
+    timeout: float,
+    json_path: str | None,
+    quiet: bool,
+    verbose: bool,
+) -> None:
+    """Export, compile, validate and package TARGET into one .pt2.
+
+    \b
+    TARGET is one of:
+      path/to/file.py:func     func() returns (model, args[, kwargs[, dynamic_shapes]]) or a BuildSpec
+      package.module:func      the same, imported by module name
+      program.pt2              a file saved with torch.export.save
+      (nothing)                the bundled example model (two inputs, dynamic batch, a buffer)
+
+    \b
+    The package holds the release model (loadable by torch.\\_inductor.aoti_load_package as is),
+    a manifest (I/O contract, target, toolchain, constants, hashes), golden samples with
+    tolerances, and a debug twin (NaN asserts + kernel-name printer) outside torch's load path.
+
+    \b
+    Examples:
+      aoti-guard build -o model.pt2
+      aoti-guard build models.py:make -o model.pt2 --dynamic x:0=batch:1..64 --json build.json
+      aoti-guard build models.py:make -o model.pt2 --device cuda --inductor-config max_autotune=true
+    """
+    _check_report_path(json_path, "--json")
+    from aoti_guard.builder import BuildOptions
+    from aoti_guard.builder import build as run_build
+
+    options = BuildOptions(
+        output=output,
+        device=device,
+        dynamic=dynamic,
+        inductor_configs=_parse_config(configs),
+        debug_twin=not no_debug_twin,
+        trace_dir=trace_dir,
+        allow_nonfinite=allow_nonfinite,
+        golden_max_bytes=int(golden_max_mb * 1024 * 1024),
+        fp64_reference=not no_fp64,
+        atol=atol,
+        rtol=rtol,
+        seed=seed,
+        timeout_s=timeout,
+    )
+    report = run_build(target, options, _progress(quiet))
+    emit_report(report, json_path=json_path, junit_path=None, verbose=verbose, quiet=quiet)
+    if report.passed and not quiet:
+        click.echo(
+            f"wrote {report.package['path']} ({report.package.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(report.package.get('sha256', ''))[:16]}…)",
+            err=True,
+        )
+    sys.exit(report.exit_code)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("package", type=click.Path(dir_okay=False))
+@click.option("--device", help="cpu, cuda or cuda:N (default: the device the package was built for).")
+@click.option(
+    "--weights",
+    type=click.Path(dir_okay=False),
+    help="A .safetensors file: validated against the contract, then loaded in place of the package's constants.",
+)
+@click.option("--fast", is_flag=True, help="Pre-flight only: archive, host, load, one golden sample.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds each load or golden run may take.")
+@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report here.")
+@click.option("--junit", "junit_path", metavar="PATH", help="Write a JUnit XML report here (a testcase per phase).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when a check fails.")
+@click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
+def probe(
+    package: str,
+    device: str | None,
+    weights: str | None,
+    fast: bool,
+    timeout: float,
+    json_path: str | None,
+    junit_path: str | None,
+    quiet: bool,
+    verbose: bool,
+) -> None:
+    """Check PACKAGE on this host, in an isolated child process.
+
+    \b
+    Phases: archive (safe zip, manifest, SHA-256 of every entry, before any native code opens),
+    host (device, GPU arch vs kernels, driver, torch, CPU ISA, libstdc++/glibc, memory),
+    load, constants (and --weights validated BEFORE load_constants), golden (recorded samples
+    run with AOTI_RUNTIME_CHECK_INPUTS=1 and compared within their tolerances).
+
+    \b
+    Same checks and report as `python -m runtime_probe`, which needs only the standard library.
+    """
+    _check_report_path(json_path, "--json")
+    _check_report_path(junit_path, "--junit")
+    from runtime_probe.probe import ProbeOptions
+    from runtime_probe.probe import probe as run_probe
+
+    report = run_probe(
+        package,
+        ProbeOptions(device=device, weights=weights, fast=fast, timeout_s=timeout),
+        lambda phase, event: _progress(quiet)(phase, event),
+    )
+    emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
+    sys.exit(report.exit_code)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("package", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the inspection as JSON.")
+def inspect(package: str, as_json: bool) -> None:
+    """Show what PACKAGE holds: manifest, models, AOTI metadata, entries, kernels, constants.
+
+    Opens no native code. A plain AOTI package (no manifest) shows what it can and says what is missing.
+    """
+    from runtime_probe.inspect import inspect_package, render_inspection
+
+    data = inspect_package(package)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(render_inspection(data), nl=False)
+    sys.exit(0 if not data.get("problems") else 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: maps expected errors to exit codes, and bugs to exit 3 with a saved traceback."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="aoti-guard", standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 3
+    except click.ClickException as exc:  # usage errors: exit 2
+        exc.show()
+        return exc.exit_code
+    except GuardError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except Exception:  # noqa: BLE001 - a bug in aoti-guard: keep the traceback, exit 3
+        fd, path = tempfile.mkstemp(prefix="aoti-guard-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as fh:
+            traceback.print_exc(file=fh)
+        click.echo(f"error: aoti-guard failed unexpectedly (this is a bug in aoti-guard). Traceback saved to {path}", err=True)
+        click.echo(traceback.format_exc().splitlines()[-1], err=True)
+        return 3
+    return 0

@@ -1,0 +1,416 @@
+"""Build-time validation: eager and float64 references in this process, the compiled package in a
+child (runtime_probe's worker), compared output by output on every golden sample.
+
+Verdict per output and sample: pass when ``allclose(compiled, eager, BUILD_TOLERANCE)``; else pass
+when the compiled result is about as close to a float64 reference as eager is (RMSE within 3x of
+eager's, plus atol/10: the rule torch._dynamo uses for its own accuracy checks); else fail.
+Non-finite values in a compiled output fail unless allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_probe import _safetensors
+from runtime_probe.child import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
+from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.manifest import GoldenSample, IOContract, Tolerance
+
+from .golden import BUILD_TOLERANCE, Sample, derive_tolerance
+
+__all__ = ["ValidationResult", "compare_all", "compiled_outputs", "eager_outputs", "fp64_outputs", "golden_payload", "run_twin"]
+
+PHASE = "validate"
+_KERNEL_LINE = re.compile(r"\[\s*(before_launch|after_launch)\s*[:\-]\s*(\S+?)\s*\]")
+
+
+@dataclass
+class ValidationResult:
+    findings: list[Finding] = field(default_factory=list)
+    tolerances: list[Tolerance] = field(default_factory=list)
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _call(fn: Any, contract: IOContract, leaves: Sequence[Any], device: str) -> list[Any]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    moved = [v.to(device) if isinstance(v, torch.Tensor) else v for v in leaves]
+    args, kwargs = pytree.tree_unflatten(moved, pytree.treespec_loads(contract.in_spec))
+    with torch.no_grad():
+        out = fn(*args, **kwargs)
+    return [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(out)]
+
+
+def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: str) -> tuple[list[Sample], list[Finding], list[str]]:
+    """Fill each sample's eager outputs; drop generated samples eager rejects."""
+    kept: list[Sample] = []
+    findings: list[Finding] = []
+    dropped: list[str] = []
+    for s in samples:
+        try:
+            s.outputs = _call(fn, contract, s.leaves, device)
+        except Exception as exc:  # noqa: BLE001 - the user's model may raise anything
+            first = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if s.id == "example":
+                findings.append(
+                    error(
+                        "build.eager_failed",
+                        PHASE,
+                        f"the eager model raised on its own example inputs: {first}",
+                        hint="the factory's example inputs must run through the model",
+                    )
+                )
+                return [], findings, dropped
+            dropped.append(f"{s.id}: eager raised {first[:160]}")
+            findings.append(
+                warning(
+                    "build.sample_dropped",
+                    PHASE,
+                    f"golden sample {s.id} ({_env(s)}) dropped: the eager model raised {first[:160]}",
+                    hint="the dynamic range admits sizes the model cannot run: narrow the range (Dim min/max)",
+                )
+            )
+            continue
+        kept.append(s)
+    return kept, findings, dropped
+
+
+def _env(s: Sample) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(s.symbols.items())) or "static"
+
+
+def fp64_outputs(
+    model: Any, contract: IOContract, samples: list[Sample], device: str
+) -> tuple[dict[str, list[Any]] | None, Finding | None]:
+    """Outputs of a float64 copy of the model, or why there are none."""
+    import torch
+
+    floating = [v for v in samples[0].leaves if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not floating and not any(p.is_floating_point() for p in _tensors_of(model)):
+        return None, info("build.fp64_reference_skipped", PHASE, "no floating-point inputs or weights: float64 reference not needed")
+    try:
+        model64 = copy.deepcopy(model).to(torch.float64)
+    except Exception as exc:  # noqa: BLE001
+        return None, info(
+            "build.fp64_reference_skipped", PHASE, f"the model cannot be copied to float64: {type(exc).__name__}: {str(exc)[:160]}"
+        )
+    refs: dict[str, list[Any]] = {}
+    for s in samples:
+        leaves64 = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in s.leaves]
+        try:
+            refs[s.id] = _call(model64, contract, leaves64, device)
+        except Exception as exc:  # noqa: BLE001
+            return None, info(
+                "build.fp64_reference_skipped",
+                PHASE,
+                f"the model does not run in float64: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}",
+            )
+    return refs, None
+
+
+def _tensors_of(model: Any) -> list[Any]:
+    try:
+        return [*model.parameters(), *model.buffers()]
+    except AttributeError:
+        return []
+
+
+def golden_payload(contract: IOContract, samples: list[Sample]) -> tuple[bytes, list[GoldenSample]]:
+    """The golden file (safetensors) and its index: inputs and eager reference outputs per sample."""
+    import torch
+
+    tensors: dict[str, Any] = {}
+    index = []
+    for i, s in enumerate(samples):
+        ins, outs = {}, {}
+        for spec, value in zip(contract.inputs, s.leaves):
+            if spec.kind == "tensor" and isinstance(value, torch.Tensor):
+                key = f"s{i}.in.{spec.name}"
+                tensors[key] = value
+                ins[spec.name] = key
+        for out_spec, value in zip(contract.outputs, s.outputs):
+            if isinstance(value, torch.Tensor):
+                key = f"s{i}.out.{out_spec.name}"
+                tensors[key] = value
+                outs[out_spec.name] = key
+        index.append(GoldenSample(s.id, ins, outs, dict(s.symbols)))
+    return _safetensors.dumps(tensors, {"format": "aoti-guard golden v1"}), index
+
+
+def _input_specs(contract: IOContract) -> list[dict[str, Any]]:
+    out = []
+    for spec in contract.inputs:
+        d: dict[str, Any] = {"name": spec.name, "kind": spec.kind, "value": spec.value}
+        if spec.tensor is not None:
+            d["stride"] = list(spec.tensor.stride)
+        out.append(d)
+    return out
+
+
+def compiled_outputs(
+    worker: Worker,
+    key: str,
+    golden_path: str,
+    index: list[GoldenSample],
+    contract: IOContract,
+    device: str,
+    out_dir: str,
+    timeout: float,
+    only: Sequence[str] | None = None,
+) -> tuple[dict[str, list[Any]], list[Finding], dict[str, str]]:
+    """Run every sample through the loaded model ``key``; returns outputs per sample id, findings,
+    and each run's captured stdout (the twin prints kernel names there)."""
+    outputs: dict[str, list[Any]] = {}
+    findings: list[Finding] = []
+    stdout: dict[str, str] = {}
+    for g in index:
+        if only is not None and g.id not in only:
+            continue
+        save = os.path.join(out_dir, f"{key}-{g.id}.safetensors")
+        try:
+            worker.request(
+                "run",
+                timeout,
+                key=key,
+                golden_path=golden_path,
+                sample=_sample_dict(g),
+                inputs=_input_specs(contract),
+                in_spec=contract.in_spec,
+                outputs=[o.name for o in contract.outputs],
+                device=device,
+                save_path=save,
+            )
+        except ChildFailure as exc:
+            findings.append(failure_finding(exc, f"running the compiled {key} model on golden sample {g.id}", "run"))
+            if not isinstance(exc, ChildRaised):
+                break  # the child is gone
+            continue
+        loaded = _safetensors.load(save)
+        outputs[g.id] = [loaded.get(o.name) for o in contract.outputs]
+        stdout[g.id] = ""
+    return outputs, findings, stdout
+
+
+def _sample_dict(g: GoldenSample) -> dict[str, Any]:
+    return {"id": g.id, "inputs": dict(g.inputs), "outputs": dict(g.outputs), "symbols": dict(g.symbols)}
+
+
+def failure_finding(exc: ChildFailure, what: str, stage: str) -> Finding:
+    """A child failure as a finding: load.* or run.* by ``stage``, with the captured evidence."""
+    evidence: dict[str, Any] = {"stderr_tail": exc.stderr[-4000:], "stdout_tail": exc.stdout[-2000:], **exc.evidence}
+    evidence.pop("traceback", None)
+    if isinstance(exc, ChildCrashed):
+        sig = exc.signal or f"exit code {exc.returncode}"
+        native = exc.evidence.get("native") or []
+        return error(
+            f"{stage}.crash",
+            PHASE,
+            f"{what}: the child process died ({sig})",
+            found=sig,
+            hint="the native code crashed; run `aoti-guard probe` on the package for a diagnosis"
+            + (f"; native output: {native[-1]}" if native else ""),
+            evidence=evidence,
+        )
+    if isinstance(exc, ChildTimeout):
+        return error(
+            f"{stage}.timeout",
+            PHASE,
+            f"{what}: no answer within {exc.seconds:.0f}s; the child was killed",
+            hint="raise --timeout, or check for a hang",
+            evidence=evidence,
+        )
+    assert isinstance(exc, ChildRaised)
+    native = [line for line in exc.stderr.splitlines() if line.startswith("Error:")]
+    detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
+    return error(
+        f"{stage}.error", PHASE, f"{what} raised: {detail[:400]}", hint="see evidence.stderr_tail for the native error", evidence=evidence
+    )
+
+
+def _rmse(a: Any, b: Any) -> float:
+    import torch
+
+    d = a.detach().to(torch.float64) - b.detach().to(torch.float64)
+    return float(torch.sqrt(torch.mean(d * d)).item()) if d.numel() else 0.0
+
+
+def compare_all(
+    contract: IOContract,
+    samples: list[Sample],
+    compiled: dict[str, list[Any]],
+    refs64: dict[str, list[Any]] | None,
+    *,
+    allow_nonfinite: bool,
+    atol: float | None,
+    rtol: float | None,
+) -> ValidationResult:
+    import torch
+
+    from runtime_probe import _numerics
+
+    result = ValidationResult()
+    pairs: dict[str, list[tuple[Any, Any]]] = {o.name: [] for o in contract.outputs}
+    for s in samples:
+        outs = compiled.get(s.id)
+        if outs is None:
+            continue
+        for k, spec in enumerate(contract.outputs):
+            c = outs[k] if k < len(outs) else None
+            e = s.outputs[k] if k < len(s.outputs) else None
+            if not isinstance(e, torch.Tensor):
+                continue
+            if not isinstance(c, torch.Tensor):
+                result.findings.append(
+                    error(
+                        "build.validation_failed",
+                        PHASE,
+                        f"output {spec.name!r} is missing from the compiled result on sample {s.id}",
+                        expected="a tensor",
+                        found=repr(c)[:80],
+                    )
+                )
+                continue
+            dtype = str(e.dtype).replace("torch.", "")
+            b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
+            b_atol = atol if atol is not None else b_atol
+            b_rtol = rtol if rtol is not None else b_rtol
+            st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=allow_nonfinite)
+            row: dict[str, Any] = {
+                "sample": s.id,
+                "output": spec.name,
+                **{k2: st.get(k2) for k2 in ("max_abs", "max_rel", "atol", "rtol", "passed", "nonfinite")},
+            }
+            verdict = bool(st.get("passed"))
+            if st.get("nonfinite") and not allow_nonfinite:
+                eager_bad = _numerics.nonfinite_count(e)
+                result.findings.append(
+                    error(
+                        "build.nonfinite",
+                        PHASE,
+                        f"output {spec.name!r} holds {st['nonfinite']} NaN/Inf value(s) on sample {s.id} ({_env(s)})"
+                        + (f"; eager has {eager_bad} too" if eager_bad else "; eager has none"),
+                        expected="finite values",
+                        found=f"{st['nonfinite']} non-finite",
+                        hint="fix the model's numerics, or pass --allow-nonfinite if NaN/Inf is intended",
+                        evidence={"sample": s.id, "output": spec.name},
+                    )
+                )
+                verdict = True  # reported once, as non-finite
+            elif not verdict and "reason" not in st and refs64 is not None and s.id in refs64:
+                r = refs64[s.id][k]
+                if isinstance(r, torch.Tensor) and r.is_floating_point():
+                    e_err, c_err = _rmse(e, r), _rmse(c, r)
+                    row.update(rmse_eager_vs_fp64=e_err, rmse_compiled_vs_fp64=c_err)
+                    verdict = math.isfinite(c_err) and c_err <= 3.0 * e_err + b_atol / 10.0
+            row["verdict"] = "pass" if verdict else "fail"
+            result.table.append(row)
+            if not verdict:
+                if st.get("reason") in ("shape", "dtype"):
+                    msg = f"output {spec.name!r} has the wrong {st['reason']} on sample {s.id}"
+                    result.findings.append(
+                        error(
+                            "build.validation_failed",
+                            PHASE,
+                            msg,
+                            expected=str(st.get("expected")),
+                            found=str(st.get("found")),
+                            evidence={"sample": s.id, "output": spec.name},
+                        )
+                    )
+                else:
+                    result.findings.append(
+                        error(
+                            "build.validation_failed",
+                            PHASE,
+                            f"output {spec.name!r} differs from eager on sample {s.id} ({_env(s)}): max abs error {_g(st.get('max_abs'))}, max rel error {_g(st.get('max_rel'))}",
+                            expected=f"within atol {b_atol:g} + rtol {b_rtol:g}" + (" or as close to float64 as eager" if refs64 else ""),
+                            found=f"max abs {_g(st.get('max_abs'))}, max rel {_g(st.get('max_rel'))}",
+                            hint="likely a compiler problem: compare with `--reference onnxruntime`, or loosen with --atol/--rtol if the error is acceptable",
+                            evidence={
+                                "sample": s.id,
+                                "output": spec.name,
+                                "max_abs": st.get("max_abs"),
+                                "max_rel": st.get("max_rel"),
+                                "atol": b_atol,
+                                "rtol": b_rtol,
+                            },
+                        )
+                    )
+            pairs[spec.name].append((c, e))
+    for spec in contract.outputs:
+        if spec.tensor is not None and pairs[spec.name]:
+            result.tolerances.append(derive_tolerance(spec.name, spec.tensor.dtype, pairs[spec.name]))
+    return result
+
+
+def _g(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def kernel_names(stdout: str) -> list[str]:
+    """Kernel names the twin's printer announced (before_launch lines), in order, distinct."""
+    seen: list[str] = []
+    for m in _KERNEL_LINE.finditer(stdout):
+        if m.group(1) == "before_launch" and m.group(2) not in seen:
+            seen.append(m.group(2))
+    return seen
+
+
+def run_twin(
+    worker: Worker,
+    twin_path: str,
+    twin_model: str,
+    golden_path: str,
+    index: list[GoldenSample],
+    contract: IOContract,
+    device: str,
+    device_index: int | None,
+    out_dir: str,
+    timeout: float,
+    release: dict[str, list[Any]],
+) -> tuple[dict[str, Any], list[Finding]]:
+    """Load the twin and run the example sample: it must load, run, print kernel names and agree
+    with the release model."""
+    findings: list[Finding] = []
+    try:
+        worker.request("load", timeout, key="twin", path=twin_path, model_name=twin_model, device_index=device_index)
+    except ChildFailure as exc:
+        f = failure_finding(exc, "loading the debug twin", "load")
+        return {}, [
+            warning(
+                "build.twin_failed",
+                PHASE,
+                f.message,
+                hint="the release model is unaffected; the probe will not be able to escalate to the twin",
+                evidence=f.evidence,
+            )
+        ]
+    mark = worker.stdout.total
+    outs, run_findings, _ = compiled_outputs(worker, "twin", golden_path, index, contract, device, out_dir, timeout, only=["example"])
+    printed = worker.stdout.since(mark)
+    for f in run_findings:
+        findings.append(warning("build.twin_failed", PHASE, f.message, hint="the release model is unaffected", evidence=f.evidence))
+    info_: dict[str, Any] = {"kernels": kernel_names(printed)}
+    if "example" in outs and "example" in release:
+        diffs = []
+        for a, b in zip(outs["example"], release["example"]):
+            if a is not None and b is not None and a.shape == b.shape and a.is_floating_point():
+                diffs.append(float((a.double() - b.double()).abs().nan_to_num(0.0).max().item()) if a.numel() else 0.0)
+        info_["max_abs_vs_release"] = max(diffs, default=0.0)
+    if not info_["kernels"] and not findings:
+        findings.append(
+            warning(
+                "build.twin_failed",
+                PHASE,
+                "the debug twin ran but printed no kernel names",
+                hint="this torch version may not support the intermediate-value printer for this device",
+            )
+        )
+    return info_, findings

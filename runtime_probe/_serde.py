@@ -1,0 +1,147 @@
+"""Strict conversion between frozen dataclasses and JSON values, driven by the type hints.
+
+Manifests arrive from untrusted packages, so reading validates every field's type and reports the
+path of the first bad value (``manifest.io.inputs[2].tensor.dtype: expected str, found int``)
+instead of failing later with an AttributeError deep inside a check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union
+
+__all__ = ["SerdeError", "from_jsonable", "to_jsonable"]
+
+T = TypeVar("T")
+
+_MAX_DEPTH = 64
+
+
+class SerdeError(ValueError):
+    """A JSON value does not have the shape a dataclass field needs. ``path`` says where."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses -> dicts (field order kept), tuples -> lists; other JSON values unchanged."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def from_jsonable(cls: type[T], data: Any, path: str = "$") -> T:
+    """Build ``cls`` (a dataclass) from ``data``, checking every value against the type hints.
+
+    Unknown keys are ignored (a newer MINOR schema may add fields); missing keys fall back to the
+    field's default or are an error.
+    """
+    return typing.cast(T, _convert(cls, data, path, 0))
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise SerdeError(path, "nested too deeply")
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return _check_json_value(value, path, depth)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors: list[SerdeError] = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(option, value, path, depth + 1)
+            except SerdeError as exc:
+                errors.append(exc)
+        deeper = [e for e in errors if e.path != path]
+        if deeper:
+            # The value had the right kind for an option but was wrong inside: say where.
+            raise max(deeper, key=lambda e: len(e.path))
+        names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in options)
+        raise SerdeError(path, f"expected {names}, found {_type_name(value)}")
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise SerdeError(path, f"expected a list, found {_type_name(value)}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise SerdeError(path, f"expected {len(args)} items, found {len(value)}")
+        return tuple(_convert(a, v, f"{path}[{i}]", depth + 1) for i, (a, v) in enumerate(zip(args, value)))
+    if origin in (dict, Mapping) or tp is dict:
+        args = typing.get_args(tp) or (str, Any)
+        if not isinstance(value, dict):
+            raise SerdeError(path, f"expected an object, found {_type_name(value)}")
+        return {str(k): _convert(args[1], v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise SerdeError(path, f"expected an object, found {_type_name(value)}")
+        hints = _hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in value:
+                kwargs[f.name] = _convert(hints[f.name], value[f.name], f"{path}.{f.name}", depth + 1)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise SerdeError(f"{path}.{f.name}", "missing")
+        try:
+            return tp(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise SerdeError(path, str(exc)) from None
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SerdeError(path, f"expected a boolean, found {_type_name(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SerdeError(path, f"expected an integer, found {_type_name(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SerdeError(path, f"expected a number, found {_type_name(value)}")
+        if not math.isfinite(value):
+            raise SerdeError(path, f"expected a finite number, found {value}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise SerdeError(path, f"expected a string, found {_type_name(value)}")
+        return value
+    raise TypeError(f"unsupported type hint {tp!r} at {path}")  # a bug in our dataclasses
+
+
+def _check_json_value(value: Any, path: str, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise SerdeError(path, "nested too deeply")
+    if isinstance(value, dict):
+        return {k: _check_json_value(v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_check_json_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SerdeError(path, f"expected a finite number, found {value}")
+    return value

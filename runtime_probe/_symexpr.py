@@ -1,0 +1,118 @@
+"""Size expressions over the contract's symbols (``batch``, ``2*batch``, ``(s0//2) + 1``).
+
+The manifest stores sizes and strides as sympy-printed strings. Here they are parsed with ``ast``
+into small closures: no ``eval``, only integer arithmetic and the few functions sympy prints for
+sizes. An expression outside that grammar is reported as unsupported, never executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Callable, Mapping
+
+__all__ = ["ExprError", "compile_expr", "free_symbols", "is_symbol"]
+
+Env = Mapping[str, int]
+Fn = Callable[[Env], int]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_LEN = 2000
+
+
+class ExprError(ValueError):
+    pass
+
+
+def _floordiv(a: int, b: int) -> int:
+    if b == 0:
+        raise ExprError("division by zero")
+    return a // b
+
+
+def _ceildiv(a: int, b: int) -> int:
+    if b == 0:
+        raise ExprError("division by zero")
+    return -(-a // b)
+
+
+def _mod(a: int, b: int) -> int:
+    if b == 0:
+        raise ExprError("modulo by zero")
+    return a % b
+
+
+_BINOPS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: _floordiv,
+    ast.Mod: _mod,
+}
+_CALLS: dict[str, Callable[..., int]] = {
+    "Max": max,
+    "Min": min,
+    "FloorDiv": _floordiv,
+    "CeilDiv": _ceildiv,
+    "CleanDiv": _floordiv,
+    "IntTrueDiv": _floordiv,
+    "Mod": _mod,
+    "PythonMod": _mod,
+    "ModularIndexing": lambda x, d, m: _mod(_floordiv(x, d), m),
+}
+
+
+def is_symbol(expr: str) -> bool:
+    return bool(_IDENT.match(expr)) and expr not in _CALLS
+
+
+def free_symbols(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name) and n.id not in _CALLS}
+
+
+def _parse(expr: str) -> ast.expr:
+    if len(expr) > _MAX_LEN:
+        raise ExprError("expression too long")
+    try:
+        return ast.parse(expr, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise ExprError(f"cannot parse size expression {expr[:80]!r}") from None
+
+
+def compile_expr(expr: str | int) -> Fn:
+    """Compile ``expr`` into ``fn(env) -> int``. Raises ExprError for anything outside the grammar."""
+    if isinstance(expr, int):
+        value = expr
+        return lambda env: value
+    return _compile(_parse(expr), 0)
+
+
+def _compile(node: ast.expr, depth: int) -> Fn:
+    if depth > 50:
+        raise ExprError("expression nested too deeply")
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        value = node.value
+        return lambda env: value
+    if isinstance(node, ast.Name):
+        name = node.id
+
+        def lookup(env: Env) -> int:
+            try:
+                return env[name]
+            except KeyError:
+                raise ExprError(f"symbol {name} has no value") from None
+
+        return lookup
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _compile(node.operand, depth + 1)
+        return lambda env: -inner(env)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        op = _BINOPS[type(node.op)]
+        left, right = _compile(node.left, depth + 1), _compile(node.right, depth + 1)
+        return lambda env: op(left(env), right(env))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS and not node.keywords:
+        fn = _CALLS[node.func.id]
+        args = [_compile(a, depth + 1) for a in node.args]
+        return lambda env: fn(*(a(env) for a in args))
+    raise ExprError(f"unsupported size expression element {ast.dump(node)[:80]}")

@@ -1,0 +1,90 @@
+"""The exception tree of runtime_probe and aoti-guard.
+
+A mismatch between a package and its contract is a *finding* (data, see findings.py). An exception
+means the tool could not check something: bad usage (exit 2) or a failure of the tool or its
+environment (exit 3). Bugs of our own are deliberately NOT in this tree, so the CLI can tell them
+apart and say "this is a bug" instead of blaming the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["GuardError", "InputContractError", "PackageRejected", "ToolError", "UsageError"]
+
+
+class GuardError(Exception):
+    """Root of the errors the tool expects and explains. Carries an exit code and a hint."""
+
+    exit_code: int = 3
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Survive a process boundary (pickling) with the hint intact.
+        return (_rebuild, (type(self), self.message, self.hint, self.__dict__))
+
+
+def _rebuild(cls: type[GuardError], message: str, hint: str | None, state: dict[str, object]) -> GuardError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    err.message, err.hint = message, hint
+    return err
+
+
+class UsageError(GuardError):
+    """The user asked for something impossible: bad arguments, a missing file. Exit code 2."""
+
+    exit_code = 2
+
+
+class ToolError(GuardError):
+    """The tool itself could not run (missing dependency, unwritable output, engine down). Exit 3."""
+
+    exit_code = 3
+
+
+class InputContractError(GuardError, ValueError):
+    """A call to a guarded model broke the package's input contract; raised before native code runs.
+
+    Attributes:
+        code: the finding code (``input.dtype``, ``input.shape``, ``input.range``...).
+        argument: the argument's name as in the model's forward signature (``x``, ``xs[1]``).
+        expected / found: short renderings of what the contract says and what was passed.
+    """
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        argument: str | None,
+        expected: str | None = None,
+        found: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.argument = argument
+        self.expected = expected
+        self.found = found
+
+
+class PackageRejected(GuardError):
+    """The guarded loader refused a package before opening its native code (bad archive, hashes,
+    signature, or no manifest to guard with). ``findings`` says why. Exit code 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, findings: Sequence[object], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.findings = list(findings)

@@ -1,0 +1,421 @@
+"""The guarded loader: ``runtime_probe.load(path)`` returns a callable with the model's signature
+that checks every call against the manifest BEFORE native code runs.
+
+Plain AOTI answers a smaller, larger, transposed, out-of-range, wrong-dtype or wrong-device input
+with garbage (or an out-of-bounds read); its own checks, when enabled, name inputs by position
+only. Here every violation raises InputContractError naming the argument:
+``x: dim 0 is 100, above the maximum 64 of 'batch'``.
+
+Per call the checks are precompiled closures over plain Python values (no pytree walk for flat
+signatures), so they cost a few microseconds per argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _symexpr, layout
+from .archive import check_hashes, open_archive
+from .errors import InputContractError, PackageRejected, UsageError
+from .findings import error, has_errors
+from .host import parse_device
+from .manifest import Dim, InputSpec, Manifest, ManifestError, parse_manifest
+from .twin import materialize_twin
+
+__all__ = ["GuardedModel", "load"]
+
+_MISSING = object()
+
+
+def load(
+    path: str | os.PathLike[str], device: str | None = None, *, model: str = layout.RELEASE_MODEL, verify: bool = True
+) -> GuardedModel:
+    """Verify a package and load it in this process behind its input contract.
+
+    Args:
+        path: the .pt2 built by aoti-guard.
+        device: "cpu", "cuda" or "cuda:N"; default: the device it was built for.
+        model: "model" (the release model) or "debug_twin" (the sanitized twin).
+        verify: check every entry's SHA-256 against the manifest first (reads the whole file).
+
+    Raises:
+        PackageRejected: unsafe archive, hash mismatch, or no manifest (``.findings`` says which).
+        UsageError: a bad device string or model name.
+    """
+    fspath = os.fspath(path)
+    archive, findings = open_archive(fspath)
+    if archive is None:
+        raise PackageRejected(f"{fspath} is not a usable package", findings)
+    with archive:
+        if not archive.has(layout.MANIFEST):
+            raise PackageRejected(
+                f"{fspath} has no aoti-guard manifest",
+                [error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
+                hint="build it with aoti-guard build",
+            )
+        try:
+            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
+        except ManifestError as exc:
+            raise PackageRejected(f"{fspath}: {exc}", [error(exc.code, "archive", str(exc))]) from None
+        if verify:
+            findings += check_hashes(archive, manifest.hashes)
+        if has_errors(findings):
+            raise PackageRejected(
+                f"{fspath} failed its archive checks: {findings[0].message}", findings, hint="do not load it: fetch the released file again"
+            )
+        device_type, index = manifest.target.device_type, None
+        if device is not None:
+            try:
+                device_type, index = parse_device(device)
+            except ValueError:
+                raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda or cuda:N") from None
+            if device_type != manifest.target.device_type:
+                raise UsageError(
+                    f"the package was compiled for {manifest.target.device_type}, not {device_type}",
+                    hint=f"load it with device={manifest.target.device_type!r}",
+                )
+        tmp: str | None = None
+        load_path, model_name = fspath, manifest.model_name
+        if model == layout.TWIN_MODEL:
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
+            twin = materialize_twin(archive, manifest, tmp)
+            if twin is None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise UsageError(f"{fspath} has no debug twin", hint="it was built with --no-debug-twin")
+            load_path, model_name = twin, layout.TWIN_MODEL
+        elif model != layout.RELEASE_MODEL:
+            raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
+    from ._ops import _make_loader
+
+    compiled = _make_loader(load_path, model_name, index)
+    guarded = GuardedModel(compiled, manifest, device_type, _resolve_index(device_type, index))
+    if tmp is not None:
+        weakref.finalize(guarded, shutil.rmtree, tmp, True)
+    return guarded
+
+
+def _resolve_index(device_type: str, index: int | None) -> int | None:
+    if device_type != "cuda":
+        return None
+    if index is not None:
+        return index
+    import torch
+
+    return int(torch.cuda.current_device())
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    passed: str  # how it was passed at export: positional | keyword
+
+
+class GuardedModel:
+    """A loaded package that checks each call against its contract, then runs it.
+
+    Call it like the original model (positional or keyword arguments, by the names of forward()).
+    ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
+    """
+
+    def __init__(self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None) -> None:
+        import torch
+        from torch.utils import _pytree as pytree
+
+        self.compiled = compiled
+        self.manifest = manifest
+        self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
+        self._torch = torch
+        self._pytree = pytree
+        self._params = [_Param(p.name, p.passed) for p in manifest.io.params if p.passed != "omitted"]
+        self._names = {p.name for p in self._params}
+        self._positional = [p.name for p in self._params if p.passed == "positional"]
+        self._keyword = [p.name for p in self._params if p.passed == "keyword"]
+        by_param: dict[str, list[InputSpec]] = {}
+        for spec in manifest.io.inputs:
+            by_param.setdefault(spec.param, []).append(spec)
+        self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
+        self._specs = by_param
+        self._checks = {spec.name: _compile_leaf(spec, self.device, torch) for spec in manifest.io.inputs}
+        self.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter(
+                    p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD if p.passed == "positional" else inspect.Parameter.KEYWORD_ONLY
+                )
+                for p in self._params
+            ]
+        )
+
+    def __repr__(self) -> str:
+        return f"GuardedModel({', '.join(p.name for p in self._params)}) on {self.device}"
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(self._positional):
+            raise InputContractError(
+                f"too many positional arguments: {len(args)} given, the model takes {len(self._positional)} ({', '.join(self._positional)})",
+                code="input.count",
+                argument=None,
+                expected=str(len(self._positional)),
+                found=str(len(args)),
+                hint="pass the remaining inputs by keyword: " + ", ".join(self._keyword) if self._keyword else None,
+            )
+        values = dict(zip(self._positional, args))
+        for key, value in kwargs.items():
+            if key not in self._names:
+                raise InputContractError(
+                    f"{key}: unexpected keyword argument (the model takes {', '.join(p.name for p in self._params)})",
+                    code="input.count",
+                    argument=key,
+                    expected="one of " + ", ".join(p.name for p in self._params),
+                    found=key,
+                )
+            if key in values:
+                raise InputContractError(f"{key}: given both by position and by keyword", code="input.count", argument=key)
+            values[key] = value
+        for p in self._params:
+            if p.name not in values:
+                raise InputContractError(
+                    f"{p.name}: missing argument",
+                    code="input.count",
+                    argument=p.name,
+                    expected="a value",
+                    found="nothing",
+                    hint=f"the model was exported with {p.name} passed {'by position' if p.passed == 'positional' else 'by keyword'}",
+                )
+        return values
+
+    def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Validate a call; returns (args, kwargs) in the exported layout. Raises InputContractError."""
+        values = self._bind(args, kwargs)
+        env = _Env()
+        for name, value in values.items():
+            if self._flat.get(name, False):
+                self._checks[name](value, env)
+            else:
+                self._check_nested(name, value, env)
+        env.finish()
+        return tuple(values[n] for n in self._positional), {n: values[n] for n in self._keyword}
+
+    def _check_nested(self, param: str, value: Any, env: _Env) -> None:
+        pytree = self._pytree
+        specs = self._specs.get(param, [])
+        leaves = pytree.tree_flatten_with_path(value)[0]
+        names = [param + pytree.keystr(path) for path, _ in leaves]
+        expected = [s.name for s in specs]
+        if names != expected:
+            raise InputContractError(
+                f"{param}: structure differs from the export (leaves {', '.join(names[:6]) or 'none'})",
+                code="input.count",
+                argument=param,
+                expected=", ".join(expected[:6]),
+                found=", ".join(names[:6]) or "none",
+            )
+        for name, (_, leaf) in zip(names, leaves):
+            self._checks[name](leaf, env)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        call_args, call_kwargs = self.check(*args, **kwargs)
+        return self.compiled(*call_args, **call_kwargs)
+
+
+Check = Callable[[Any, "_Env"], None]
+
+
+def _fmt_shape(shape: tuple[int | Dim, ...]) -> str:
+    return "[" + ", ".join(str(d) if isinstance(d, int) else d.expr for d in shape) + "]"
+
+
+def _compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
+    name = spec.name
+    if spec.kind != "tensor" or spec.tensor is None:
+        expected_value = spec.value
+
+        def check_constant(value: Any, env: _Env) -> None:
+            if isinstance(value, torch.Tensor):
+                raise InputContractError(
+                    f"{name}: got a tensor, but the model was specialized for the value {expected_value!r} at export",
+                    code="input.type",
+                    argument=name,
+                    expected=repr(expected_value),
+                    found="tensor",
+                )
+            if value != expected_value and not (isinstance(value, float) and repr(value) == expected_value):
+                raise InputContractError(
+                    f"{name}: is {value!r}, but the model was specialized for {expected_value!r} at export (other values are silently ignored)",
+                    code="input.value",
+                    argument=name,
+                    expected=repr(expected_value),
+                    found=repr(value),
+                    hint="re-export with this value, or make it a tensor input",
+                )
+
+        return check_constant
+    t = spec.tensor
+    dtype = getattr(torch, t.dtype)
+    rank = len(t.shape)
+    static = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, int)]
+    symbolic = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, Dim) and _symexpr.is_symbol(d.expr)]
+    derived: list[tuple[int, Dim, Callable[[Any], int] | None]] = []
+    for i, d in enumerate(t.shape):
+        if isinstance(d, Dim) and not _symexpr.is_symbol(d.expr):
+            try:
+                derived.append((i, d, _symexpr.compile_expr(d.expr)))
+            except _symexpr.ExprError:
+                derived.append((i, d, None))
+    contiguous = t.contiguous
+    stride_fns = None if contiguous else [_symexpr.compile_expr(s) for s in t.stride]
+    dev_type, dev_index = device.type, device.index
+    shape_text = _fmt_shape(t.shape)
+    where = f"{dev_type}:{dev_index}" if dev_index is not None else dev_type
+
+    def check_tensor(value: Any, env: _Env) -> None:
+        if not isinstance(value, torch.Tensor):
+            raise InputContractError(
+                f"{name}: expected a tensor, got {type(value).__name__}",
+                code="input.type",
+                argument=name,
+                expected=f"tensor {t.dtype}{shape_text}",
+                found=type(value).__name__,
+            )
+        if value.dtype is not dtype:
+            found = str(value.dtype).replace("torch.", "")
+            raise InputContractError(
+                f"{name}: dtype is {found}, expected {t.dtype}",
+                code="input.dtype",
+                argument=name,
+                expected=t.dtype,
+                found=found,
+                hint=f"convert with {name}.to(torch.{t.dtype})",
+            )
+        vd = value.device
+        if vd.type != dev_type or (dev_index is not None and vd.index != dev_index):
+            raise InputContractError(
+                f"{name}: is on {vd}, the model runs on {where}",
+                code="input.device",
+                argument=name,
+                expected=where,
+                found=str(vd),
+                hint=f"move it with {name}.to('{where}')",
+            )
+        shape = value.shape
+        if len(shape) != rank:
+            raise InputContractError(
+                f"{name}: has {len(shape)} dimension(s), expected {rank} {shape_text}",
+                code="input.shape",
+                argument=name,
+                expected=shape_text,
+                found=str(list(shape)),
+            )
+        for i, size in static:
+            if shape[i] != size:
+                raise InputContractError(
+                    f"{name}: dim {i} is {shape[i]}, expected {size} (shape {shape_text})",
+                    code="input.shape",
+                    argument=name,
+                    expected=str(size),
+                    found=str(shape[i]),
+                )
+        for i, d in symbolic:
+            size = shape[i]
+            if size < d.min:
+                raise InputContractError(
+                    f"{name}: dim {i} is {size}, below the minimum {d.min} of {d.expr!r}",
+                    code="input.range",
+                    argument=name,
+                    expected=f"{d.expr} >= {d.min}",
+                    found=str(size),
+                )
+            if d.max is not None and size > d.max:
+                raise InputContractError(
+                    f"{name}: dim {i} is {size}, above the maximum {d.max} of {d.expr!r}",
+                    code="input.range",
+                    argument=name,
+                    expected=f"{d.expr} <= {d.max}",
+                    found=str(size),
+                )
+            bound = env.symbols.get(d.expr)
+            if bound is None:
+                env.symbols[d.expr] = (size, f"{name}.shape[{i}]")
+            elif bound[0] != size:
+                raise InputContractError(
+                    f"{name}: dim {i} is {size}, but {d.expr!r} is {bound[0]} (from {bound[1]})",
+                    code="input.range",
+                    argument=name,
+                    expected=f"{d.expr} = {bound[0]}",
+                    found=str(size),
+                    hint=f"{name}.shape[{i}] and {bound[1]} must be equal",
+                )
+        for i, d, fn in derived:
+            size = shape[i]
+            if size < d.min or (d.max is not None and size > d.max):
+                raise InputContractError(
+                    f"{name}: dim {i} is {size}, outside [{d.min}, {d.max}] of {d.expr!r}",
+                    code="input.range",
+                    argument=name,
+                    expected=f"{d.min} <= {d.expr} <= {d.max}",
+                    found=str(size),
+                )
+            if fn is not None:
+                env.pending.append((name, i, d, fn, size))
+        if contiguous:
+            if not value.is_contiguous():
+                raise InputContractError(
+                    f"{name}: strides {tuple(value.stride())} are not the contiguous layout the model was compiled for",
+                    code="input.stride",
+                    argument=name,
+                    expected="contiguous",
+                    found=str(tuple(value.stride())),
+                    hint=f"pass {name}.contiguous()",
+                )
+        elif stride_fns is not None:
+            values = {k: v[0] for k, v in env.symbols.items()}
+            try:
+                want = tuple(fn(values) for fn in stride_fns)
+            except _symexpr.ExprError:
+                return
+            got = tuple(value.stride())
+            if any(w != g and shape[k] > 1 for k, (w, g) in enumerate(zip(want, got))):
+                raise InputContractError(
+                    f"{name}: strides {got} differ from the compiled layout {want}",
+                    code="input.stride",
+                    argument=name,
+                    expected=str(want),
+                    found=str(got),
+                    hint="make the tensor's layout match the example used at export",
+                )
+
+    return check_tensor
+
+
+class _Env:
+    """Per-call bindings: symbol -> (size, where it came from), and derived dims to check last."""
+
+    __slots__ = ("pending", "symbols")
+
+    def __init__(self) -> None:
+        self.symbols: dict[str, tuple[int, str]] = {}
+        self.pending: list[tuple[str, int, Dim, Callable[[Any], int], int]] = []
+
+    def finish(self) -> None:
+        if not self.pending:
+            return
+        values = {k: v[0] for k, v in self.symbols.items()}
+        for name, i, d, fn, size in self.pending:
+            try:
+                want = fn(values)
+            except _symexpr.ExprError:
+                continue  # a symbol no input carries plainly: the range check above is all we can do
+            if want != size:
+                raise InputContractError(
+                    f"{name}: dim {i} is {size}, but {d.expr!r} is {want} here",
+                    code="input.range",
+                    argument=name,
+                    expected=f"{d.expr} = {want}",
+                    found=str(size),
+                )

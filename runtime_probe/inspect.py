@@ -1,0 +1,177 @@
+"""``aoti-guard inspect``: what a package holds, read without opening any native code.
+
+Works on plain AOTI packages too: it shows what the archive itself says (models, AOTI metadata,
+kernels and their archs, the .so's library needs, the constants named in the generated source) and
+lists what is missing without a manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from . import _elf, layout
+from ._wrapper_cpp import parse_wrapper_cpp
+from .archive import open_archive, sha256_file
+from .manifest import ManifestError, manifest_to_dict, parse_manifest
+
+__all__ = ["inspect_package", "render_inspection"]
+
+WITHOUT_MANIFEST = [
+    "input/output names and dynamic ranges (AOTI numbers inputs by position only)",
+    "golden samples and tolerances",
+    "entry hashes (tampering cannot be detected)",
+    "toolchain record (torch version, compiler)",
+    "a debug twin",
+]
+
+
+def inspect_package(path: str) -> dict[str, Any]:
+    archive, findings = open_archive(path)
+    data: dict[str, Any] = {"path": os.path.abspath(path), "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
+    data["problems"] = [f.to_dict() for f in findings]
+    if archive is None:
+        return data
+    with archive:
+        data["root"] = archive.root
+        data["entries"] = [{"name": e.rel, "bytes": e.size} for e in sorted(archive.entries.values(), key=lambda e: e.rel)]
+        data["models"] = {name: _model(archive, layout.model_dir(name)) for name in archive.models()}
+        if archive.has(layout.MANIFEST):
+            try:
+                manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
+                data["manifest"] = manifest_to_dict(manifest)
+                if manifest.debug_twin is not None:
+                    data["debug_twin"] = {
+                        **_model(archive, manifest.debug_twin.entry_prefix),
+                        "model_name": manifest.debug_twin.model_name,
+                        "stored_under": manifest.debug_twin.entry_prefix,
+                    }
+            except ManifestError as exc:
+                data["problems"].append({"code": exc.code, "message": str(exc)})
+        else:
+            data["missing"] = WITHOUT_MANIFEST
+        data["signed"] = archive.has(layout.SIGNATURE)
+    return data
+
+
+def _model(archive: Any, prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"files": [], "kernels": []}
+    for e in archive.under(prefix):
+        out["files"].append(e.rel[len(prefix) :])
+        try:
+            if e.rel.endswith("_metadata.json") and "metadata" not in out:
+                out["metadata"] = json.loads(archive.read(e.rel, max_bytes=1 << 20))
+            elif e.rel.endswith(".wrapper.cpp"):
+                facts = parse_wrapper_cpp(archive.read(e.rel, max_bytes=256 << 20).decode("utf-8", "replace"))
+                out["constants"] = [
+                    {
+                        "fqn": c.original_fqn,
+                        "internal": c.name,
+                        "dtype": c.dtype,
+                        "shape": list(c.shape) if c.shape else None,
+                        "folded": c.from_folded,
+                    }
+                    for c in facts.constants
+                ]
+                out["compile"] = {"compiler": facts.compiler, "march": facts.march, "isa_flags": list(facts.isa_flags)}
+            elif e.rel.endswith(".so"):
+                info = _elf.parse_elf(archive.view(e.rel))
+                names = [v for vs in info.version_needs.values() for v in vs]
+                out["so"] = {
+                    "file": e.rel[len(prefix) :],
+                    "bytes": e.size,
+                    "needed": list(info.needed),
+                    "glibcxx": _elf.max_version(names, "GLIBCXX"),
+                    "cxxabi": _elf.max_version(names, "CXXABI"),
+                    "glibc": _elf.max_version(names, "GLIBC"),
+                }
+            elif e.rel.endswith(".cubin"):
+                out["kernels"].append({"file": e.rel[len(prefix) :], "arch": _elf.cubin_arch(archive.view(e.rel))})
+            elif e.rel.endswith(".fatbin"):
+                out["kernels"].append(
+                    {"file": e.rel[len(prefix) :], "images": [f"{k}:{a}" for k, a in _elf.fatbin_entries(archive.view(e.rel))]}
+                )
+        except (ValueError, _elf.ElfError) as exc:
+            out.setdefault("unreadable", []).append(f"{e.rel}: {exc}")
+    return out
+
+
+def render_inspection(data: dict[str, Any]) -> str:
+    lines = [f"package  {data['path']}", f"size     {data['bytes']:,} bytes   sha256 {data['sha256']}"]
+    for p in data.get("problems", []):
+        lines.append(f"PROBLEM  {p.get('code')}: {p.get('message')}")
+    if "root" not in data:
+        return "\n".join(lines) + "\n"
+    m = data.get("manifest")
+    if m:
+        lines.append(f"manifest schema {m['schema_version']}, built {m['created']} by {m['tool'].get('name')} {m['tool'].get('version')}")
+        io = m["io"]
+        lines.append("inputs:")
+        for i in io["inputs"]:
+            t = i.get("tensor")
+            if t:
+                shape = ", ".join(
+                    str(d) if isinstance(d, int) else f"{d['expr']}[{d['min']}..{'' if d['max'] is None else d['max']}]" for d in t["shape"]
+                )
+                lines.append(
+                    f"  {i['name']:<16} {t['dtype']:<9} ({shape})  {t['device']}{'' if t['contiguous'] else '  non-contiguous ' + str(t['stride'])}"
+                )
+            else:
+                lines.append(f"  {i['name']:<16} constant {i['value']!r} (specialized at export)")
+        lines.append("outputs:")
+        for o in io["outputs"]:
+            t = o.get("tensor")
+            if t:
+                shape = ", ".join(str(d) if isinstance(d, int) else d["expr"] for d in t["shape"])
+                lines.append(f"  {o['name']:<16} {t['dtype']:<9} ({shape})")
+        for s in io["symbols"]:
+            lines.append(f"symbol   {s['name']} in [{s['min']}, {'inf' if s['max'] is None else s['max']}]  ({', '.join(s['sources'])})")
+        tg, tc = m["target"], m["toolchain"]
+        lines.append(
+            f"target   {tg['device_type']} {tg.get('device_name') or ''} cc={tg.get('compute_capability') or '-'} kernels={','.join(tg['kernel_archs']) or '-'} {tg['platform']}/{tg['machine']}"
+        )
+        lines.append(f"cpu isa  -march={tg.get('march')}: {' '.join(tg['cpu_isa']) or '-'}")
+        lines.append(
+            f"toolchain torch {tc['torch']} python {tc['python']} triton {tc.get('triton') or '-'} cuda {tc.get('cuda_runtime') or '-'} driver {tc.get('driver') or '-'}"
+        )
+        lines.append(
+            f"          {tc.get('cxx_version') or tc.get('cxx')}; needs {tc.get('glibcxx_required')}, {tc.get('cxxabi_required')}, {tc.get('glibc_required')}"
+        )
+        consts = m["constants"]
+        pkg = [c for c in consts if c["storage"] == "package"]
+        lines.append(
+            f"constants {len(consts)} ({len(pkg)} runtime, {len(consts) - len(pkg)} inlined), {sum(c['nbytes'] for c in pkg):,} bytes"
+        )
+        g = m.get("golden")
+        if g:
+            lines.append(
+                f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; tolerances "
+                + ", ".join(f"{t['output']}: atol {t['atol']:g} rtol {t['rtol']:g}" for t in g["tolerances"])
+            )
+        tw = m.get("debug_twin")
+        lines.append(
+            f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + ')' if tw else 'none'}"
+        )
+        lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'yes' if data.get('signed') else 'no'}")
+    else:
+        lines.append("manifest none: a plain AOTI package. Missing:")
+        lines += [f"  - {item}" for item in data.get("missing", [])]
+    for name, model in data.get("models", {}).items():
+        meta = model.get("metadata", {})
+        lines.append(
+            f"model {name!r}: {len(model['files'])} files; device {meta.get('AOTI_DEVICE_KEY', '?')}, cpu isa {meta.get('AOTI_CPU_ISA') or '-'}, cc {meta.get('AOTI_COMPUTE_CAPABILITY') or '-'}"
+        )
+        so = model.get("so")
+        if so:
+            lines.append(f"  .so {so['file']} ({so['bytes']:,} bytes) needs {so['glibcxx']}, {so['glibc']}; libs {', '.join(so['needed'])}")
+        for k in model.get("kernels", []):
+            lines.append(f"  kernel {k['file']}: {k.get('arch') or ', '.join(k.get('images', [])) or 'arch unknown'}")
+        if "constants" in model:
+            lines.append(
+                f"  runtime constants: {', '.join(c['fqn'] for c in model['constants'][:8])}{' ...' if len(model['constants']) > 8 else ''}"
+            )
+    lines.append("entries:")
+    for e in data.get("entries", []):
+        lines.append(f"  {e['bytes']:>12,}  {e['name']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,248 @@
+"""The report model (phases with findings) and its three renderings: text, JSON, JUnit XML.
+
+The JSON form is a public contract with its own ``schema_version`` (MAJOR.MINOR). Bump MINOR when
+adding a field readers may ignore; bump MAJOR when removing or changing the meaning of a field.
+Readers refuse a newer MAJOR (see ``Report.from_dict``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ToolError
+from .findings import Finding, Severity
+
+__all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "render_text", "write_atomic", "write_json", "write_junit"]
+
+REPORT_SCHEMA_VERSION = "1.0"
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """One phase: its status (passed, failed, skipped), how long it took, what it found."""
+
+    name: str
+    status: str
+    seconds: float
+    findings: tuple[Finding, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+            "findings": [f.to_dict() for f in self.findings],
+            "detail": dict(self.detail),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhaseResult:
+        return cls(
+            name=str(data["name"]),
+            status=str(data["status"]),
+            seconds=float(data.get("seconds", 0.0)),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", [])),
+            detail=dict(data.get("detail") or {}),
+        )
+
+
+def phase_status(findings: Iterable[Finding]) -> str:
+    return FAILED if any(f.severity is Severity.ERROR for f in findings) else PASSED
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a probe or a build found. ``sections`` holds per-device sub-reports (--all-devices)."""
+
+    kind: str
+    package: Mapping[str, Any]
+    phases: tuple[PhaseResult, ...]
+    host: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    sections: tuple[Report, ...] = ()
+    title: str | None = None
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    tool_version: str = ""
+
+    @property
+    def findings(self) -> list[Finding]:
+        out = [f for p in self.phases for f in p.findings]
+        for s in self.sections:
+            out.extend(s.findings)
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.severity is Severity.ERROR for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every check passed, 1 when a check failed (DESIGN.md's exit-code contract)."""
+        return 0 if self.passed else 1
+
+    def phase(self, name: str) -> PhaseResult | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "kind": self.kind,
+            "title": self.title,
+            "tool_version": self.tool_version,
+            "created": self.created,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "package": dict(self.package),
+            "host": dict(self.host),
+            "phases": [p.to_dict() for p in self.phases],
+            "sections": [s.to_dict() for s in self.sections],
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """Read a report written by this or an older tool; refuse a newer major schema."""
+        version = str(data.get("schema_version", ""))
+        major = version.split(".", 1)[0]
+        if not major.isdigit():
+            raise ToolError(f"report has no usable schema_version ({version!r})")
+        if int(major) > int(REPORT_SCHEMA_VERSION.split(".")[0]):
+            raise ToolError(
+                f"report schema {version} is newer than this reader ({REPORT_SCHEMA_VERSION})",
+                hint="upgrade aoti-guard / runtime_probe on this side",
+            )
+        return cls(
+            kind=str(data["kind"]),
+            title=data.get("title"),
+            tool_version=str(data.get("tool_version", "")),
+            created=str(data.get("created", "")),
+            package=dict(data.get("package") or {}),
+            host=dict(data.get("host") or {}),
+            phases=tuple(PhaseResult.from_dict(p) for p in data.get("phases", [])),
+            sections=tuple(cls.from_dict(s) for s in data.get("sections", [])),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+_MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
+
+
+def format_finding(f: Finding) -> str:
+    """One line (plus an indented hint line): code, what failed, expected vs found, what to do."""
+    line = f"{_MARK[f.severity]} {f.code}: {f.message}"
+    if f.expected is not None or f.found is not None:
+        line += f" (expected {f.expected if f.expected is not None else '-'}, found {f.found if f.found is not None else '-'})"
+    if f.hint:
+        line += f"\n        hint: {f.hint}"
+    return line
+
+
+def render_text(report: Report, *, verbose: bool = False) -> str:
+    """The human rendering: phases with times, one line per finding, a PASSED/FAILED footer."""
+    lines: list[str] = []
+    _render_into(report, lines, verbose=verbose, indent="")
+    errors = sum(1 for f in report.findings if f.severity is Severity.ERROR)
+    warnings = sum(1 for f in report.findings if f.severity is Severity.WARNING)
+    verdict = "PASSED" if report.passed else "FAILED"
+    lines.append(f"{verdict}: {errors} error(s), {warnings} warning(s)")
+    return "\n".join(lines) + "\n"
+
+
+def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str) -> None:
+    head = report.title or f"{report.kind} {report.package.get('path', '')}".strip()
+    lines.append(f"{indent}{head}")
+    for p in report.phases:
+        lines.append(f"{indent}  {p.name:<10} {p.status:<8} {p.seconds:7.2f}s")
+        for f in p.findings:
+            if f.severity is Severity.INFO and not verbose:
+                continue
+            for sub in format_finding(f).splitlines():
+                lines.append(f"{indent}    {sub}")
+    for s in report.sections:
+        _render_into(s, lines, verbose=verbose, indent=indent + "  ")
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write via a temp file in the same folder and os.replace: readers never see half a file."""
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    except OSError as exc:
+        raise ToolError(f"cannot write {target}: {exc.strerror}", hint="check the folder exists and is writable") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(report: Report, path: str | os.PathLike[str]) -> None:
+    write_atomic(path, (json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n").encode())
+
+
+def junit_xml(report: Report) -> bytes:
+    """A testsuite per report (and per device section), a testcase per phase."""
+    suites = ET.Element("testsuites")
+    _junit_suite(report, suites)
+    for s in report.sections:
+        _junit_suite(s, suites)
+    ET.indent(suites)
+    data: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return data
+
+
+def _junit_suite(report: Report, parent: ET.Element) -> None:
+    name = report.title or f"aoti-guard.{report.kind}"
+    failures = sum(1 for p in report.phases if p.status == FAILED)
+    skipped = sum(1 for p in report.phases if p.status == SKIPPED)
+    suite = ET.SubElement(
+        parent,
+        "testsuite",
+        name=name,
+        tests=str(len(report.phases)),
+        failures=str(failures),
+        skipped=str(skipped),
+        time=f"{sum(p.seconds for p in report.phases):.3f}",
+    )
+    for p in report.phases:
+        case = ET.SubElement(suite, "testcase", classname=name, name=p.name, time=f"{p.seconds:.3f}")
+        text = "\n".join(format_finding(f) for f in p.findings)
+        if p.status == FAILED:
+            first = next((f for f in p.findings if f.severity is Severity.ERROR), None)
+            fail = ET.SubElement(case, "failure", message=first.message if first else "failed", type=first.code if first else "")
+            fail.text = text
+        elif p.status == SKIPPED:
+            ET.SubElement(case, "skipped", message=str(p.detail.get("reason", "skipped")))
+        elif text:
+            out = ET.SubElement(case, "system-out")
+            out.text = text
+
+
+def write_junit(report: Report, path: str | os.PathLike[str]) -> None:
+    write_atomic(path, junit_xml(report))
+
+
+def make_phase(
+    name: str, seconds: float, findings: Sequence[Finding], detail: Mapping[str, Any] | None = None, *, skipped_reason: str | None = None
+) -> PhaseResult:
+    if skipped_reason is not None:
+        return PhaseResult(name, SKIPPED, seconds, tuple(findings), {**(detail or {}), "reason": skipped_reason})
+    return PhaseResult(name, phase_status(findings), seconds, tuple(findings), dict(detail or {}))

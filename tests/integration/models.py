@@ -1,0 +1,93 @@
+"""Model factories for the integration tests, one tiny model per case (used as build TARGETs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from aoti_guard import BuildSpec
+
+
+class Static(torch.nn.Module):
+    """A static-shape model: sin(lin(x)) + 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(self.lin(x)) + 1.0
+
+
+def static() -> Any:
+    torch.manual_seed(1)
+    return Static().eval(), (torch.randn(8, 16),)
+
+
+class Mixed(torch.nn.Module):
+    """Two positional inputs of different dtypes and a keyword-only tensor; two outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 8)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor, *, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * scale.to(x.dtype) + self.emb(ids), ids * 2
+
+
+def mixed() -> Any:
+    torch.manual_seed(2)
+    x = torch.randn(4, 8)
+    ids = torch.randint(0, 10, (4,))
+    scale = torch.rand(8, dtype=torch.float16) + 0.5
+    return Mixed().eval(), (x, ids), {"scale": scale}
+
+
+class Buffers(torch.nn.Module):
+    """Persistent and non-persistent buffers and a lifted tensor constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(12, 12)
+        self.register_buffer("running", torch.linspace(-1, 1, 12))
+        self.register_buffer("table", torch.arange(12, dtype=torch.float32) / 12, persistent=False)
+        self.offset = torch.full((12,), 0.25)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.running + self.table + self.offset
+
+
+def buffers() -> Any:
+    torch.manual_seed(3)
+    batch = Dim("rows", min=2, max=32)
+    return BuildSpec(Buffers().eval(), (torch.randn(6, 12),), {}, {"x": {0: batch}}, name="buffers")
+
+
+class Nan(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x) * 2  # negative inputs -> NaN
+
+
+def nan() -> Any:
+    return Nan(), (torch.linspace(-1, 1, 16).reshape(4, 4),)
+
+
+def raising() -> Any:
+    raise ValueError("the checkpoint path is wrong")
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:  # data-dependent control flow: not exportable
+            return x * 2
+        return x - 1
+
+
+def data_dependent() -> Any:
+    return DataDependent(), (torch.randn(4, 4),)
+
+
+def not_a_model() -> Any:
+    return 42

@@ -1,0 +1,93 @@
+"""Archive checks on hand-made zips: each unsafe layout is a finding, never an exception."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from runtime_probe.archive import Limits, check_hashes, open_archive
+from runtime_probe.errors import UsageError
+
+
+def make(path: Path, entries: list[tuple[str, bytes]], *, symlink: str | None = None, deflate: bool = False) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as zf:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name)
+            if name == symlink:
+                info.create_system = 3
+                info.external_attr = 0o120777 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+            zf.writestr(info, data)
+    return path
+
+
+GOOD = [("m/archive_format", b"pt2"), ("m/data/aotinductor/model/a.so", b"\x7fELF...")]
+
+
+def codes(findings: list) -> list[str]:  # type: ignore[type-arg]
+    return [f.code for f in findings]
+
+
+def test_good_archive(tmp_path: Path) -> None:
+    archive, findings = open_archive(make(tmp_path / "g.pt2", GOOD))
+    assert archive is not None and findings == []
+    assert archive.root == "m" and archive.models() == ["model"]
+    assert archive.read("archive_format", max_bytes=10) == b"pt2"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["m/../evil.so", "/abs/evil.so", "m/./x", "m//x", "m\\x.so", "other/x.so", "top.so"],
+)
+def test_unsafe_names(tmp_path: Path, name: str) -> None:
+    archive, findings = open_archive(make(tmp_path / "u.pt2", [*GOOD, (name, b"x")]))
+    assert "archive.unsafe_entry" in codes(findings)
+    assert archive is None or name not in {e.name for e in archive.entries.values()}
+
+
+def test_symlink_and_duplicate(tmp_path: Path) -> None:
+    _, findings = open_archive(make(tmp_path / "s.pt2", [*GOOD, ("m/link.so", b"/etc/passwd")], symlink="m/link.so"))
+    assert any("symbolic link" in f.message for f in findings)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it writes
+        _, findings = open_archive(make(tmp_path / "d.pt2", [*GOOD, ("m/data/aotinductor/model/a.so", b"other")]))
+    assert any("appears twice" in f.message for f in findings)
+
+
+def test_zip_bomb_is_refused(tmp_path: Path) -> None:
+    bomb = make(tmp_path / "b.pt2", [*GOOD, ("m/bomb", b"\0" * (20 * 1024 * 1024))], deflate=True)
+    _, findings = open_archive(bomb, Limits(max_ratio=100))
+    assert "archive.too_large" in codes(findings)
+
+
+@pytest.mark.parametrize("cut", [0, 10, 100, -22, -1])
+def test_truncated_or_garbage(tmp_path: Path, cut: int) -> None:
+    data = make(tmp_path / "t.pt2", GOOD).read_bytes()
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(data[:cut] if cut else b"garbage")
+    archive, findings = open_archive(bad)
+    assert archive is None and codes(findings) == ["archive.unreadable"]
+
+
+def test_missing_file_is_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        open_archive(tmp_path / "nope.pt2")
+    with pytest.raises(UsageError):
+        open_archive(tmp_path)
+
+
+def test_hashes(tmp_path: Path) -> None:
+    path = make(tmp_path / "h.pt2", [*GOOD, ("m/extra.bin", b"added later")])
+    archive, _ = open_archive(path)
+    assert archive is not None
+    good = {rel: hashlib.sha256(data).hexdigest() for name, data in GOOD for rel in [name.split("/", 1)[1]]}
+    findings = check_hashes(archive, good)
+    assert [f.message for f in findings] == ["entry extra.bin is not listed in the manifest"]
+    wrong = {**good, "archive_format": "0" * 64, "gone.so": "1" * 64, "extra.bin": hashlib.sha256(b"added later").hexdigest()}
+    messages = " ".join(f.message for f in check_hashes(archive, wrong))
+    assert "archive_format does not match" in messages and "gone.so listed in the manifest is missing" in messages

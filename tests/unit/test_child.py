@@ -1,0 +1,128 @@
+"""child.Worker: crashes, hangs, floods and errors of the child become data, never our crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from runtime_probe.child import BoundedCapture, ChildCrashed, ChildRaised, ChildTimeout, Worker, native_lines, python_stack
+
+SELFTEST = {"RUNTIME_PROBE_SELFTEST": "1"}
+
+
+def test_ping_round_trip() -> None:
+    with Worker(env=SELFTEST) as w:
+        assert w.request("ping", 30)["pid"] == w.pid
+
+
+@pytest.mark.parametrize("sig", ["SIGSEGV", "SIGABRT", "SIGILL", "SIGBUS"])
+def test_signal_becomes_crash_with_evidence(sig: str) -> None:
+    with Worker(env=SELFTEST) as w:
+        with pytest.raises(ChildCrashed) as info:
+            w.request("selftest", 30, action="signal", name=sig)
+    exc = info.value
+    assert exc.signal == sig
+    assert exc.returncode == -getattr(signal, sig)
+    assert "about to die" in exc.stdout
+    assert "Error: selftest native failure" in exc.evidence["native"]
+    # faulthandler's Python stack names the op that was running
+    assert any("op_selftest" in frame for frame in exc.evidence["python_stack"])
+
+
+def test_exception_keeps_child_alive() -> None:
+    with Worker(env=SELFTEST) as w:
+        with pytest.raises(ChildRaised) as info:
+            w.request("selftest", 30, action="raise")
+        assert info.value.error_type == "RuntimeError"
+        assert "selftest error" in info.value.message
+        assert w.request("ping", 30)["pid"] == w.pid
+
+
+def test_exit_without_answer_is_a_crash() -> None:
+    with Worker(env=SELFTEST) as w:
+        with pytest.raises(ChildCrashed) as info:
+            w.request("selftest", 30, action="exit", code=7)
+    assert info.value.returncode == 7 and info.value.signal is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); check its state
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_timeout_kills_the_process_group(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pidfile = tmp_path / "grandchild.pid"
+    w = Worker(env=SELFTEST)
+    started = time.monotonic()
+    with pytest.raises(ChildTimeout):
+        w.request("selftest", 5, action="hang", pidfile=str(pidfile))
+    assert time.monotonic() - started < 30
+    w.close()
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the child's own child survived the timeout"
+    assert not _alive(w.pid)
+
+
+def test_output_flood_is_bounded() -> None:
+    with Worker(env=SELFTEST) as w:
+        assert w.request("selftest", 60, action="print", kib=8 * 1024) == "printed"  # 8 MiB on each stream
+        time.sleep(0.5)
+    assert w.stdout.total >= 8 * 1024 * 1024
+    assert len(w.stdout.head) + len(w.stdout.tail) <= 64 * 1024 + 1024 * 1024
+    assert w.stdout.dropped > 0
+    assert "bytes not kept" in w.stdout.text()
+
+
+def test_killed_child_reports_sigkill() -> None:
+    with Worker(env=SELFTEST) as w:
+        w.submit("selftest", action="hang", pidfile=os.devnull)
+        time.sleep(1.0)
+        os.kill(w.pid, signal.SIGKILL)  # what the OOM killer does
+        with pytest.raises(ChildCrashed) as info:
+            w.collect("selftest", 30)
+    assert info.value.signal == "SIGKILL"
+
+
+def test_selftest_ops_are_off_by_default() -> None:
+    with Worker(env={"RUNTIME_PROBE_SELFTEST": None}) as w:
+        with pytest.raises(ChildRaised) as info:
+            w.request("selftest", 30, action="raise")
+    assert info.value.error_type == "KeyError"
+
+
+def test_bounded_capture_since_mark() -> None:
+    cap = BoundedCapture(head=8, tail=16)
+    cap.feed(b"0123456789")
+    mark = cap.total
+    cap.feed(b"abcdef")
+    assert cap.since(mark) == "abcdef"
+    cap.feed(b"X" * 100)
+    assert cap.dropped > 0
+    assert cap.text().startswith("01234567")
+
+
+def test_parsers_of_faulthandler_output() -> None:
+    stderr = (
+        "Error: input_handles[0]: unmatched dtype\n"
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f (most recent call first):\n"
+        '  File "/x/_ops.py", line 10 in op_load\n'
+        '  File "/x/_worker.py", line 40 in main\n'
+        "\nExtension modules: torch._C (total: 1)\n"
+    )
+    assert python_stack(stderr) == ["/x/_ops.py:10 in op_load", "/x/_worker.py:40 in main"]
+    assert native_lines(stderr) == ["Error: input_handles[0]: unmatched dtype"]

@@ -1,0 +1,71 @@
+"""The report model and its renderings; finding codes are registered."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from runtime_probe.errors import ToolError
+from runtime_probe.findings import CODES, Finding, Severity, error, info, warning
+from runtime_probe.report import Report, junit_xml, make_phase, render_text, write_json
+
+
+def _report() -> Report:
+    return Report(
+        kind="probe",
+        package={"path": "/x/model.pt2"},
+        phases=(
+            make_phase("archive", 0.1, [info("manifest.missing", "archive", "plain")]),
+            make_phase("host", 0.2, [error("env.cpu_isa_missing", "host", "no avx512f", expected="avx512f", found="avx2", hint="rebuild")]),
+            make_phase("load", 0.0, [], skipped_reason="host failed"),
+        ),
+    )
+
+
+def test_unregistered_code_is_refused() -> None:
+    with pytest.raises(ValueError, match="unregistered"):
+        Finding("archive.typo", Severity.ERROR, "archive", "x")
+
+
+def test_codes_are_dotted_and_phased() -> None:
+    prefixes = {"archive", "manifest", "env", "load", "constants", "input", "run", "golden", "build"}
+    assert all(code.split(".", 1)[0] in prefixes for code in CODES)
+
+
+def test_exit_code_follows_errors() -> None:
+    r = _report()
+    assert not r.passed and r.exit_code == 1
+    ok = Report(kind="probe", package={}, phases=(make_phase("archive", 0.1, [warning("manifest.missing", "archive", "plain")]),))
+    assert ok.passed and ok.exit_code == 0
+
+
+def test_text_has_one_line_per_finding_and_footer() -> None:
+    text = render_text(_report())
+    assert "ERROR env.cpu_isa_missing: no avx512f (expected avx512f, found avx2)" in text
+    assert "hint: rebuild" in text
+    assert "manifest.missing" not in text  # info hidden unless verbose
+    assert "manifest.missing" in render_text(_report(), verbose=True)
+    assert text.rstrip().endswith("FAILED: 1 error(s), 0 warning(s)")
+
+
+def test_json_round_trip_and_version_refusal(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    write_json(_report(), path)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == "1.0" and data["exit_code"] == 1
+    again = Report.from_dict(data)
+    assert [f.code for f in again.findings] == [f.code for f in _report().findings]
+    data["schema_version"] = "2.0"
+    with pytest.raises(ToolError, match="newer"):
+        Report.from_dict(data)
+
+
+def test_junit_has_a_testcase_per_phase() -> None:
+    root = ET.fromstring(junit_xml(_report()))
+    cases = root.findall(".//testcase")
+    assert [c.get("name") for c in cases] == ["archive", "host", "load"]
+    assert cases[1].find("failure") is not None and cases[1].find("failure").get("type") == "env.cpu_isa_missing"  # type: ignore[union-attr]
+    assert cases[2].find("skipped") is not None

@@ -1,0 +1,100 @@
+"""Host compatibility rules and size expressions."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime_probe._symexpr import ExprError, compile_expr, free_symbols
+from runtime_probe.host import Requirements, arch_runs_on, check_host, compare_torch
+
+
+@pytest.mark.parametrize(
+    ("arch", "cap", "ok"),
+    [
+        ("sm_90", "90", True),
+        ("sm_90a", "90", True),
+        ("sm_90a", "100", False),
+        ("sm_80", "86", True),
+        ("sm_86", "80", False),
+        ("sm_80", "90", False),
+        ("sm_100a", "103", False),
+        ("sm_120", "120", True),
+    ],
+)
+def test_arch_rule(arch: str, cap: str, ok: bool) -> None:
+    assert arch_runs_on(arch, cap) is ok
+
+
+@pytest.mark.parametrize(
+    ("build", "host", "verdict"),
+    [
+        ("2.11.0+cu130", "2.11.0+cu130", "exact"),
+        ("2.11.0+cu130", "2.11.1+cu128", "compatible"),
+        ("2.11.0", "2.13.0", "newer"),
+        ("2.13.0+cpu", "2.11.0+cu130", "older"),
+    ],
+)
+def test_torch_rule(build: str, host: str, verdict: str) -> None:
+    assert compare_torch(build, host) == verdict
+
+
+PARENT = {"platform": "linux", "machine": "x86_64", "cpu": "test cpu", "cpu_flags": ["avx", "avx2", "fma"], "libc": "glibc 2.36"}
+CHILD_CPU = {"torch": "2.13.0+cpu", "cuda_available": False, "devices": [], "cuda_runtime": None}
+H100 = {
+    "torch": "2.11.0+cu130",
+    "cuda_available": True,
+    "cuda_runtime": "13.0",
+    "devices": [{"index": 0, "name": "H100", "capability": "90", "free_memory": 80 << 30}],
+    "driver": {"cuda_version": "13.0", "version": "580"},
+}
+
+
+def codes(findings: list) -> set[str]:  # type: ignore[type-arg]
+    return {f.code for f in findings}
+
+
+def test_cpu_isa_missing_is_fatal() -> None:
+    req = Requirements(device_type="cpu", cpu_isa=("avx2", "avx512f"), torch="2.13.0+cpu")
+    findings, go_on = check_host(req, PARENT, CHILD_CPU, "cpu", None)
+    assert "env.cpu_isa_missing" in codes(findings) and not go_on
+    assert "avx512f" in next(f.message for f in findings if f.code == "env.cpu_isa_missing")
+
+
+def test_cuda_package_on_cpu_host() -> None:
+    req = Requirements(device_type="cuda", kernel_archs=("sm_90",))
+    findings, go_on = check_host(req, PARENT, CHILD_CPU, "cuda", None)
+    assert codes(findings) >= {"env.device_unavailable"} and not go_on
+
+
+def test_arch_driver_memory_index() -> None:
+    req = Requirements(device_type="cuda", kernel_archs=("sm_80",), cuda_runtime="13.1", constants_bytes=100 << 30, torch="2.11.0+cu130")
+    findings, go_on = check_host(req, PARENT, H100, "cuda", None)
+    assert {"env.arch_mismatch", "env.driver_too_old", "env.memory_insufficient"} <= codes(findings) and not go_on
+    findings, _ = check_host(Requirements(device_type="cuda"), PARENT, H100, "cuda", 3)
+    assert "env.device_index_invalid" in codes(findings)
+
+
+def test_torch_versions() -> None:
+    older, _ = check_host(Requirements(device_type="cpu", torch="2.14.0"), PARENT, CHILD_CPU, "cpu", None)
+    assert any(f.code == "env.torch_mismatch" and f.severity.value == "error" for f in older)
+    newer, go_on = check_host(Requirements(device_type="cpu", torch="2.11.0"), PARENT, CHILD_CPU, "cpu", None)
+    assert any(f.code == "env.torch_mismatch" and f.severity.value == "warning" for f in newer) and go_on
+
+
+def test_glibc_too_old() -> None:
+    findings, go_on = check_host(Requirements(device_type="cpu", glibc="GLIBC_2.38"), PARENT, CHILD_CPU, "cpu", None)
+    assert "env.libstdcxx_too_old" in codes(findings) and not go_on
+
+
+def test_no_torch() -> None:
+    findings, go_on = check_host(Requirements(device_type="cpu"), PARENT, {"torch_error": "ModuleNotFoundError"}, "cpu", None)
+    assert codes(findings) == {"env.torch_missing"} and not go_on
+
+
+def test_expressions() -> None:
+    assert compile_expr("2*batch + 1")({"batch": 3}) == 7
+    assert compile_expr("FloorDiv(s0, 2) + Max(1, s1)")({"s0": 9, "s1": 0}) == 5
+    assert free_symbols("s0*s1 + 2") == {"s0", "s1"}
+    for bad in ("__import__('os')", "x.y", "a ** b", "lambda: 1", "1/0", "[1]"):
+        with pytest.raises(ExprError):
+            compile_expr(bad)({"a": 1, "b": 2, "x": 1})
