@@ -7,7 +7,6 @@ and raises UsageError only for unusable arguments.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shutil
 import tempfile
@@ -18,17 +17,17 @@ from typing import Any
 
 from runtime_probe import __version__, layout
 from runtime_probe.archive import sha256_file
-from runtime_probe.child import ChildFailure, Worker
+from runtime_probe.child import Worker
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import Finding, error, warning
-from runtime_probe.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, TwinInfo, dump_manifest
+from runtime_probe.manifest import MANIFEST_SCHEMA_VERSION, IOContract
 from runtime_probe.report import PhaseResult, Report, make_phase
 
 from . import compile as compile_mod
 from . import contract as contract_mod
-from . import golden as golden_mod
 from . import package as package_mod
-from . import toolchain, validate
+from . import validate
+from .assemble import assemble, summary
 from .dynamic import dynamic_shapes_from_flags, parse_dynamic
 from .spec import BuildSpec
 from .target import FactoryError, describe_exception, resolve_target
@@ -345,14 +344,14 @@ def _build(
 
     # -- validate
     phases.start("validate")
-    outcome = _validate(ep, eager_fn, contract, configs, options, phases, work, worker, release_pt2, twin_pt2)
+    outcome = validate.run_validation(ep, eager_fn, contract, configs, options, phases.note, work, worker, release_pt2, twin_pt2)
     phases.end(outcome.findings, {"samples": [g.id for g in outcome.index], "twin": outcome.twin_info, "table": outcome.table})
     validation_failed = any(f.severity.value == "error" for f in outcome.findings)
 
     # -- package
     phases.start("package")
     try:
-        manifest = _assemble(ep, options, contract, release_pt2, twin_pt2 if outcome.twin_info is not None else None, outcome)
+        manifest = assemble(ep, options, contract, release_pt2, twin_pt2 if outcome.twin_info is not None else None, outcome)
     except (OSError, RuntimeError, ValueError) as exc:
         phases.end(
             [error("build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions")]
@@ -360,7 +359,7 @@ def _build(
         return _report(phases, extra, out_path)
     final = os.path.splitext(out_path)[0] + ".rejected.pt2" if validation_failed else out_path
     os.replace(release_pt2, final)
-    extra.update(written=not validation_failed, output=final, manifest_summary=_summary(manifest))
+    extra.update(written=not validation_failed, output=final, manifest_summary=summary(manifest))
     notes = []
     if validation_failed:
         notes.append(
@@ -386,205 +385,3 @@ def _export_hint(exc: BaseException) -> str:
             "torch.export cannot trace this construct; see the first lines above and rewrite that part (no .item(), no Python side effects)"
         )
     return "run torch.export.export(model, args) alone to see the full error; see the torch.export docs for fixes"
-
-
-@dataclass
-class _Validation:
-    findings: list[Finding] = field(default_factory=list)
-    tolerances: list[Any] = field(default_factory=list)
-    table: list[dict[str, Any]] = field(default_factory=list)
-    golden_bytes: bytes | None = None
-    index: list[Any] = field(default_factory=list)
-    twin_info: dict[str, Any] | None = None
-
-
-def _validate(
-    ep: Any,
-    eager_fn: Any,
-    contract: IOContract,
-    configs: Mapping[str, Any],
-    options: BuildOptions,
-    phases: _Phases,
-    work: str,
-    worker: Worker,
-    release_pt2: str,
-    twin_pt2: str | None,
-) -> _Validation:
-    from torch.utils import _pytree as pytree
-
-    from runtime_probe import _safetensors
-
-    out = _Validation()
-    args, kwargs = ep.example_inputs
-    ordered = {k: kwargs[k] for k in contract_mod._spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
-    samples, notes = golden_mod.make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed)
-    out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
-    samples, eager_findings, _ = validate.eager_outputs(eager_fn, contract, samples, options.device)
-    out.findings += eager_findings
-    if not samples:
-        return out
-    phases.note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({_syms(s.symbols)})' for s in samples)}")
-    refs64 = None
-    if options.fp64_reference:
-        refs64, skipped = validate.fp64_outputs(eager_fn, contract, samples, options.device)
-        if skipped is not None:
-            out.findings.append(skipped)
-    golden_all, index_all = validate.golden_payload(contract, samples)
-    golden_path = os.path.join(work, "golden.safetensors")
-    with open(golden_path, "wb") as fh:
-        fh.write(golden_all)
-    device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    try:
-        worker.collect("facts", options.timeout_s)
-        loaded = worker.request(
-            "load", options.timeout_s, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=device_index
-        )
-        if configs.get("aot_inductor.package_constants_in_so") is False:
-            # The package carries no weights; give the child the program's own to validate with.
-            weights = {fqn: t for fqn, t in {**ep.state_dict, **ep.constants}.items() if fqn in set(loaded.get("constant_fqns") or [])}
-            weights_path = os.path.join(work, "weights.safetensors")
-            _safetensors.dump({k: v.detach().to("cpu") for k, v in weights.items()}, weights_path)
-            worker.request(
-                "load_weights", options.timeout_s, key="release", weights_path=weights_path, device=options.device, names=sorted(weights)
-            )
-    except ChildFailure as exc:
-        out.findings.append(validate.failure_finding(exc, "loading the compiled release model", "load"))
-        return out
-    phases.note("running the compiled model in a child process")
-    compiled, run_findings, _ = validate.compiled_outputs(
-        worker, "release", golden_path, index_all, contract, options.device, work, options.timeout_s
-    )
-    out.findings += run_findings
-    result = validate.compare_all(
-        contract, samples, compiled, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol
-    )
-    out.findings += result.findings
-    out.tolerances, out.table = result.tolerances, result.table
-    if twin_pt2 is not None and not run_findings:
-        phases.note("running the debug twin")
-        out.twin_info, twin_findings = validate.run_twin(
-            worker,
-            twin_pt2,
-            layout.TWIN_MODEL,
-            golden_path,
-            index_all,
-            contract,
-            options.device,
-            device_index,
-            work,
-            options.timeout_s,
-            compiled,
-        )
-        out.findings += twin_findings
-    # Every sample was validated; store those that fit under the size cap, in order.
-    kept, total = [], 0
-    for s in samples:
-        size = s.nbytes()
-        if total + size > options.golden_max_bytes:
-            out.findings.append(
-                warning(
-                    "build.sample_dropped",
-                    "validate",
-                    f"golden sample {s.id} not stored: {size} bytes would pass the {options.golden_max_bytes} byte cap",
-                    hint="raise --golden-max-mb to keep it",
-                )
-            )
-            continue
-        kept.append(s)
-        total += size
-    if kept:
-        out.golden_bytes, out.index = validate.golden_payload(contract, kept)
-    return out
-
-
-def _syms(symbols: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(symbols.items())) or "static"
-
-
-def _assemble(
-    ep: Any, options: BuildOptions, contract: IOContract, release_pt2: str, twin_pt2: str | None, outcome: _Validation
-) -> Manifest:
-    import json
-    import zipfile
-
-    from runtime_probe._wrapper_cpp import parse_wrapper_cpp
-
-    root = package_mod.zip_root(release_pt2)
-    wrapper_text, so_bytes = "", None
-    kernel_files: list[tuple[str, bytes]] = []
-    aoti_meta: dict[str, str] = {}
-    with zipfile.ZipFile(release_pt2) as zf:
-        for name in zf.namelist():
-            rel = name.split("/", 1)[1]
-            if not rel.startswith(layout.model_dir(layout.RELEASE_MODEL)):
-                continue
-            if rel.endswith(".wrapper.cpp"):
-                wrapper_text = zf.read(name).decode("utf-8", "replace")
-            elif rel.endswith(".so") and (so_bytes is None or rel.endswith(".wrapper.so")):
-                so_bytes = zf.read(name)
-            elif rel.endswith((".cubin", ".fatbin")):
-                kernel_files.append((rel, zf.read(name)))
-            elif rel.endswith("_metadata.json") and not aoti_meta:
-                try:
-                    aoti_meta = {str(k): str(v) for k, v in json.loads(zf.read(name)).items()}
-                except ValueError:
-                    aoti_meta = {}
-    wrapper = parse_wrapper_cpp(wrapper_text)
-    target = toolchain.build_target(options.device, wrapper, aoti_meta, toolchain.kernel_images(kernel_files))
-    tools = toolchain.build_toolchain(wrapper, so_bytes)
-    constants = contract_mod.extract_constants(ep, wrapper.runtime_constants())
-
-    golden = None
-    if outcome.golden_bytes is not None:
-        package_mod.append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
-        golden = Golden(
-            layout.GOLDEN,
-            tuple(outcome.index),
-            tuple(outcome.tolerances),
-            len(outcome.golden_bytes),
-            options.golden_max_bytes,
-            golden_mod.TOLERANCE_RULE,
-        )
-    twin = None
-    if twin_pt2 is not None:
-        package_mod.copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
-        twin = TwinInfo(
-            layout.TWIN_MODEL,
-            layout.TWIN_DIR,
-            True,
-            str(compile_mod.TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
-            {k: str(v) for k, v in compile_mod.TWIN_CONFIGS.items()},
-            tuple((outcome.twin_info or {}).get("kernels", [])),
-        )
-    manifest = Manifest(
-        schema_version=MANIFEST_SCHEMA_VERSION,
-        tool={"name": "aoti-guard", "version": __version__},
-        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        root=root,
-        model_name=layout.RELEASE_MODEL,
-        io=contract,
-        target=target,
-        toolchain=tools,
-        constants=tuple(constants),
-        hashes=package_mod.hash_entries(release_pt2),
-        golden=golden,
-        debug_twin=twin,
-        inductor_configs={k: str(v) for k, v in options.inductor_configs.items()},
-        validation={"table": outcome.table, "errors": sum(1 for f in outcome.findings if f.severity.value == "error")},
-        aoti_metadata=aoti_meta,
-    )
-    package_mod.append_entries(release_pt2, [(layout.MANIFEST, dump_manifest(manifest))])
-    return manifest
-
-
-def _summary(manifest: Manifest) -> dict[str, Any]:
-    return {
-        "inputs": [i.name for i in manifest.io.inputs],
-        "outputs": [o.name for o in manifest.io.outputs],
-        "symbols": {s.name: [s.min, s.max] for s in manifest.io.symbols},
-        "constants": len(manifest.constants),
-        "golden_samples": [g.id for g in manifest.golden.samples] if manifest.golden else [],
-        "debug_twin": manifest.debug_twin is not None,
-        "kernel_archs": list(manifest.target.kernel_archs),
-        "cpu_isa": list(manifest.target.cpu_isa),
-    }

@@ -161,7 +161,7 @@ def extract_contract(
     sig = _signature(model if model is not None and not isinstance(model, torch.export.ExportedProgram) else ep.module())
     params = _params(sig, args, kwargs)
     in_spec = ep.call_spec.in_spec
-    ordered_kwargs = {k: kwargs[k] for k in _spec_kwarg_order(in_spec, kwargs)}
+    ordered_kwargs = {k: kwargs[k] for k in spec_kwarg_order(in_spec, kwargs)}
     leaves = pytree.tree_flatten_with_path((tuple(args), ordered_kwargs))[0]
 
     user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -241,7 +241,7 @@ def extract_contract(
     )
 
 
-def _spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
+def spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
     """The kwargs order the exported program flattens in (torch's reorder_kwargs)."""
     try:
         context = in_spec.children_specs[1].context

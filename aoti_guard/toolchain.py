@@ -12,7 +12,6 @@ import os
 import platform
 import subprocess
 from collections.abc import Sequence
-from typing import Any
 
 from runtime_probe import _cpu, _elf
 from runtime_probe._ops import loaded_libstdcxx
@@ -163,7 +162,3 @@ def build_toolchain(wrapper: WrapperFacts, so_bytes: bytes | memoryview | None) 
         glibc_required=reqs["glibc"],
         libstdcxx_build=lib_desc,
     )
-
-
-def describe(obj: Any) -> str:
-    return repr(obj)

@@ -9,22 +9,36 @@ Non-finite values in a compiled output fail unless allowed.
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime_probe import _safetensors
+from runtime_probe import _safetensors, layout
 from runtime_probe.child import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
-from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.findings import Finding, error, warning
 from runtime_probe.manifest import GoldenSample, IOContract, Tolerance
 
-from .golden import BUILD_TOLERANCE, Sample, derive_tolerance
+from .contract import spec_kwarg_order
+from .golden import BUILD_TOLERANCE, Sample, derive_tolerance, make_samples
+from .references import eager_outputs, fp64_outputs, golden_payload, sample_env
 
-__all__ = ["ValidationResult", "compare_all", "compiled_outputs", "eager_outputs", "fp64_outputs", "golden_payload", "run_twin"]
+if TYPE_CHECKING:
+    from .builder import BuildOptions
+
+__all__ = [
+    "Validation",
+    "ValidationResult",
+    "compare_all",
+    "compiled_outputs",
+    "eager_outputs",
+    "fp64_outputs",
+    "golden_payload",
+    "run_twin",
+    "run_validation",
+]
 
 PHASE = "validate"
 _KERNEL_LINE = re.compile(r"\[\s*(before_launch|after_launch)\s*[:\-]\s*(\S+?)\s*\]")
@@ -35,113 +49,6 @@ class ValidationResult:
     findings: list[Finding] = field(default_factory=list)
     tolerances: list[Tolerance] = field(default_factory=list)
     table: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _call(fn: Any, contract: IOContract, leaves: Sequence[Any], device: str) -> list[Any]:
-    import torch
-    from torch.utils import _pytree as pytree
-
-    moved = [v.to(device) if isinstance(v, torch.Tensor) else v for v in leaves]
-    args, kwargs = pytree.tree_unflatten(moved, pytree.treespec_loads(contract.in_spec))
-    with torch.no_grad():
-        out = fn(*args, **kwargs)
-    return [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(out)]
-
-
-def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: str) -> tuple[list[Sample], list[Finding], list[str]]:
-    """Fill each sample's eager outputs; drop generated samples eager rejects."""
-    kept: list[Sample] = []
-    findings: list[Finding] = []
-    dropped: list[str] = []
-    for s in samples:
-        try:
-            s.outputs = _call(fn, contract, s.leaves, device)
-        except Exception as exc:  # noqa: BLE001 - the user's model may raise anything
-            first = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            if s.id == "example":
-                findings.append(
-                    error(
-                        "build.eager_failed",
-                        PHASE,
-                        f"the eager model raised on its own example inputs: {first}",
-                        hint="the factory's example inputs must run through the model",
-                    )
-                )
-                return [], findings, dropped
-            dropped.append(f"{s.id}: eager raised {first[:160]}")
-            findings.append(
-                warning(
-                    "build.sample_dropped",
-                    PHASE,
-                    f"golden sample {s.id} ({_env(s)}) dropped: the eager model raised {first[:160]}",
-                    hint="the dynamic range admits sizes the model cannot run: narrow the range (Dim min/max)",
-                )
-            )
-            continue
-        kept.append(s)
-    return kept, findings, dropped
-
-
-def _env(s: Sample) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(s.symbols.items())) or "static"
-
-
-def fp64_outputs(
-    model: Any, contract: IOContract, samples: list[Sample], device: str
-) -> tuple[dict[str, list[Any]] | None, Finding | None]:
-    """Outputs of a float64 copy of the model, or why there are none."""
-    import torch
-
-    floating = [v for v in samples[0].leaves if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    if not floating and not any(p.is_floating_point() for p in _tensors_of(model)):
-        return None, info("build.fp64_reference_skipped", PHASE, "no floating-point inputs or weights: float64 reference not needed")
-    try:
-        model64 = copy.deepcopy(model).to(torch.float64)
-    except Exception as exc:  # noqa: BLE001
-        return None, info(
-            "build.fp64_reference_skipped", PHASE, f"the model cannot be copied to float64: {type(exc).__name__}: {str(exc)[:160]}"
-        )
-    refs: dict[str, list[Any]] = {}
-    for s in samples:
-        leaves64 = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in s.leaves]
-        try:
-            refs[s.id] = _call(model64, contract, leaves64, device)
-        except Exception as exc:  # noqa: BLE001
-            return None, info(
-                "build.fp64_reference_skipped",
-                PHASE,
-                f"the model does not run in float64: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}",
-            )
-    return refs, None
-
-
-def _tensors_of(model: Any) -> list[Any]:
-    try:
-        return [*model.parameters(), *model.buffers()]
-    except AttributeError:
-        return []
-
-
-def golden_payload(contract: IOContract, samples: list[Sample]) -> tuple[bytes, list[GoldenSample]]:
-    """The golden file (safetensors) and its index: inputs and eager reference outputs per sample."""
-    import torch
-
-    tensors: dict[str, Any] = {}
-    index = []
-    for i, s in enumerate(samples):
-        ins, outs = {}, {}
-        for spec, value in zip(contract.inputs, s.leaves):
-            if spec.kind == "tensor" and isinstance(value, torch.Tensor):
-                key = f"s{i}.in.{spec.name}"
-                tensors[key] = value
-                ins[spec.name] = key
-        for out_spec, value in zip(contract.outputs, s.outputs):
-            if isinstance(value, torch.Tensor):
-                key = f"s{i}.out.{out_spec.name}"
-                tensors[key] = value
-                outs[out_spec.name] = key
-        index.append(GoldenSample(s.id, ins, outs, dict(s.symbols)))
-    return _safetensors.dumps(tensors, {"format": "aoti-guard golden v1"}), index
 
 
 def _input_specs(contract: IOContract) -> list[dict[str, Any]]:
@@ -294,7 +201,7 @@ def compare_all(
                     error(
                         "build.nonfinite",
                         PHASE,
-                        f"output {spec.name!r} holds {st['nonfinite']} NaN/Inf value(s) on sample {s.id} ({_env(s)})"
+                        f"output {spec.name!r} holds {st['nonfinite']} NaN/Inf value(s) on sample {s.id} ({sample_env(s)})"
                         + (f"; eager has {eager_bad} too" if eager_bad else "; eager has none"),
                         expected="finite values",
                         found=f"{st['nonfinite']} non-finite",
@@ -329,7 +236,7 @@ def compare_all(
                         error(
                             "build.validation_failed",
                             PHASE,
-                            f"output {spec.name!r} differs from eager on sample {s.id} ({_env(s)}): max abs error {_g(st.get('max_abs'))}, max rel error {_g(st.get('max_rel'))}",
+                            f"output {spec.name!r} differs from eager on sample {s.id} ({sample_env(s)}): max abs error {_g(st.get('max_abs'))}, max rel error {_g(st.get('max_rel'))}",
                             expected=f"within atol {b_atol:g} + rtol {b_rtol:g}" + (" or as close to float64 as eager" if refs64 else ""),
                             found=f"max abs {_g(st.get('max_abs'))}, max rel {_g(st.get('max_rel'))}",
                             hint="likely a compiler problem: compare with `--reference onnxruntime`, or loosen with --atol/--rtol if the error is acceptable",
@@ -414,3 +321,116 @@ def run_twin(
             )
         )
     return info_, findings
+
+
+@dataclass
+class Validation:
+    """What validation found and what the package will store."""
+
+    findings: list[Finding] = field(default_factory=list)
+    tolerances: list[Any] = field(default_factory=list)
+    table: list[dict[str, Any]] = field(default_factory=list)
+    golden_bytes: bytes | None = None
+    index: list[Any] = field(default_factory=list)
+    twin_info: dict[str, Any] | None = None
+
+
+def run_validation(
+    ep: Any,
+    eager_fn: Any,
+    contract: IOContract,
+    configs: Mapping[str, Any],
+    options: BuildOptions,
+    note: Callable[[str], None],
+    work: str,
+    worker: Worker,
+    release_pt2: str,
+    twin_pt2: str | None,
+) -> Validation:
+    from torch.utils import _pytree as pytree
+
+    from runtime_probe import _safetensors
+
+    out = Validation()
+    args, kwargs = ep.example_inputs
+    ordered = {k: kwargs[k] for k in spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
+    samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed)
+    out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
+    samples, eager_findings, _ = eager_outputs(eager_fn, contract, samples, options.device)
+    out.findings += eager_findings
+    if not samples:
+        return out
+    note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({_syms(s.symbols)})' for s in samples)}")
+    refs64 = None
+    if options.fp64_reference:
+        refs64, skipped = fp64_outputs(eager_fn, contract, samples, options.device)
+        if skipped is not None:
+            out.findings.append(skipped)
+    golden_all, index_all = golden_payload(contract, samples)
+    golden_path = os.path.join(work, "golden.safetensors")
+    with open(golden_path, "wb") as fh:
+        fh.write(golden_all)
+    device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
+    try:
+        worker.collect("facts", options.timeout_s)
+        loaded = worker.request(
+            "load", options.timeout_s, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=device_index
+        )
+        if configs.get("aot_inductor.package_constants_in_so") is False:
+            # The package carries no weights; give the child the program's own to validate with.
+            weights = {fqn: t for fqn, t in {**ep.state_dict, **ep.constants}.items() if fqn in set(loaded.get("constant_fqns") or [])}
+            weights_path = os.path.join(work, "weights.safetensors")
+            _safetensors.dump({k: v.detach().to("cpu") for k, v in weights.items()}, weights_path)
+            worker.request(
+                "load_weights", options.timeout_s, key="release", weights_path=weights_path, device=options.device, names=sorted(weights)
+            )
+    except ChildFailure as exc:
+        out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
+        return out
+    note("running the compiled model in a child process")
+    compiled, run_findings, _ = compiled_outputs(
+        worker, "release", golden_path, index_all, contract, options.device, work, options.timeout_s
+    )
+    out.findings += run_findings
+    result = compare_all(contract, samples, compiled, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol)
+    out.findings += result.findings
+    out.tolerances, out.table = result.tolerances, result.table
+    if twin_pt2 is not None and not run_findings:
+        note("running the debug twin")
+        out.twin_info, twin_findings = run_twin(
+            worker,
+            twin_pt2,
+            layout.TWIN_MODEL,
+            golden_path,
+            index_all,
+            contract,
+            options.device,
+            device_index,
+            work,
+            options.timeout_s,
+            compiled,
+        )
+        out.findings += twin_findings
+    # Every sample was validated; store those that fit under the size cap, in order.
+    kept, total = [], 0
+    for s in samples:
+        size = s.nbytes()
+        if total + size > options.golden_max_bytes:
+            out.findings.append(
+                warning(
+                    "build.sample_dropped",
+                    "validate",
+                    f"golden sample {s.id} not stored: {size} bytes would pass the {options.golden_max_bytes} byte cap",
+                    hint="raise --golden-max-mb to keep it",
+                )
+            )
+            continue
+        kept.append(s)
+        total += size
+    if kept:
+        out.golden_bytes, out.index = golden_payload(contract, kept)
+    return out
+
+
+def _syms(symbols: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(symbols.items())) or "static"

@@ -17,10 +17,13 @@ from .report import Report
 __all__ = [
     "Finding",
     "GuardError",
+    "GuardedModel",
     "InputContractError",
+    "PackageRejected",
     "Report",
     "Severity",
     "ToolError",
     "UsageError",
     "__version__",
+    "load",
 ]
