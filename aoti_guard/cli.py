@@ -185,7 +185,18 @@ def build(
     type=click.Path(dir_okay=False),
     help="A .safetensors file: validated against the contract, then loaded in place of the package's constants.",
 )
+@click.option(
+    "--inputs", type=click.Path(dir_okay=False), help="A .safetensors file of inputs (keys = input names) to run after the golden samples."
+)
+@click.option(
+    "--inputs-device", metavar="D", help="Place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())."
+)
 @click.option("--fast", is_flag=True, help="Pre-flight only: archive, host, load, one golden sample.")
+@click.option("--all-devices", is_flag=True, help="Probe every visible GPU in parallel: one child per device, a report section per device.")
+@click.option("--no-escalate", is_flag=True, help="Do not rerun a failure with more instruments.")
+@click.option(
+    "--escalate-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the whole escalation may take."
+)
 @click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds each load or golden run may take.")
 @click.option("--json", "json_path", metavar="PATH", help="Write the JSON report here.")
 @click.option("--junit", "junit_path", metavar="PATH", help="Write a JUnit XML report here (a testcase per phase).")
@@ -195,7 +206,12 @@ def probe(
     package: str,
     device: str | None,
     weights: str | None,
+    inputs: str | None,
+    inputs_device: str | None,
     fast: bool,
+    all_devices: bool,
+    no_escalate: bool,
+    escalate_timeout: float,
     timeout: float,
     json_path: str | None,
     junit_path: str | None,
@@ -208,7 +224,9 @@ def probe(
     Phases: archive (safe zip, manifest, SHA-256 of every entry, before any native code opens),
     host (device, GPU arch vs kernels, driver, torch, CPU ISA, libstdc++/glibc, memory),
     load, constants (and --weights validated BEFORE load_constants), golden (recorded samples
-    run with AOTI_RUNTIME_CHECK_INPUTS=1 and compared within their tolerances).
+    run with AOTI_RUNTIME_CHECK_INPUTS=1 and compared within their tolerances; then --inputs),
+    escalate (a failed load or run is rerun with strict checks, the debug twin, compute-sanitizer
+    and a debugger; the native frames are classified and a safe remedy is tried and verified).
 
     \b
     Same checks and report as `python -m runtime_probe`, which needs only the standard library.
@@ -218,9 +236,20 @@ def probe(
     from runtime_probe.probe import ProbeOptions
     from runtime_probe.probe import probe as run_probe
 
+    options = ProbeOptions(
+        device=device,
+        weights=weights,
+        inputs=inputs,
+        inputs_device=inputs_device,
+        fast=fast,
+        timeout_s=timeout,
+        escalate=not no_escalate,
+        escalate_timeout_s=escalate_timeout,
+        all_devices=all_devices,
+    )
     report = run_probe(
         package,
-        ProbeOptions(device=device, weights=weights, fast=fast, timeout_s=timeout),
+        options,
         lambda phase, event: _progress(quiet)(phase, event),
     )
     emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)

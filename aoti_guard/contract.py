@@ -244,7 +244,8 @@ def extract_contract(
 def spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
     """The kwargs order the exported program flattens in (torch's reorder_kwargs)."""
     try:
-        context = in_spec.children_specs[1].context
+        kwargs_spec = in_spec.child(1) if hasattr(in_spec, "child") else in_spec.children_specs[1]  # newer torch renamed it
+        context = kwargs_spec.context
         order = [k for k in context if k in kwargs]
         return order + [k for k in kwargs if k not in order]
     except (AttributeError, IndexError, TypeError):

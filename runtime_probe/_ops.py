@@ -21,6 +21,7 @@ class State:
     def __init__(self) -> None:
         self.models: dict[str, Any] = {}
         self.tensor_files: dict[str, dict[str, Any]] = {}
+        self.checkers: dict[str, Any] = {}
 
 
 def _dist_version(name: str) -> str | None:
@@ -164,19 +165,44 @@ def op_run(
     tolerances: dict[str, list[float]] | None = None,
     save_path: str | None = None,
     equal_nan: bool = False,
+    input_device: str | None = None,
+    contract_from: str | None = None,
 ) -> dict[str, Any]:
-    """Run one golden sample through a loaded model and compare with the references it stores."""
+    """Run one sample through a loaded model and compare with the references it stores.
+
+    ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
+    ``contract_from`` (the package path) checks them against its contract first, by name.
+    """
     import torch
     from torch.utils import _pytree as pytree
 
     tensors = _tensors(state, golden_path)
     leaves: list[Any] = []
+    named: dict[str, Any] = {}
     for spec in inputs:
         if spec["kind"] == "tensor":
             t = tensors[sample["inputs"][spec["name"]]]
-            leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(device))
+            placed = _restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device)
+            leaves.append(placed)
+            named[spec["name"]] = placed
         else:
             leaves.append(spec.get("value"))
+    if contract_from is not None:
+        from .errors import InputContractError
+
+        try:
+            _checker(state, contract_from, device).check_leaves(named)
+        except InputContractError as exc:
+            return {
+                "contract_error": {
+                    "code": exc.code,
+                    "argument": exc.argument,
+                    "message": exc.message,
+                    "expected": exc.expected,
+                    "found": exc.found,
+                    "hint": exc.hint,
+                }
+            }
     args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
     model = state.models[key]
     started = time.monotonic()
@@ -208,6 +234,25 @@ def op_run(
     if save_path is not None:
         _safetensors.dump(saved, save_path)
     return report
+
+
+def _checker(state: State, package: str, device: str) -> Any:
+    key = f"{package}@{device}"
+    if key not in state.checkers:
+        import torch
+
+        from . import layout
+        from .archive import open_archive
+        from .guard import InputChecker
+        from .manifest import parse_manifest
+
+        archive, _ = open_archive(package)
+        if archive is None:
+            raise RuntimeError(f"cannot reopen {package}")
+        with archive:
+            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
+        state.checkers[key] = InputChecker(manifest, torch.device(device))
+    return state.checkers[key]
 
 
 def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,10 +179,12 @@ class Worker:
     Args:
         env: variables to set (or, with value None, unset) in the child's environment.
         python: the interpreter to run (the probe's own by default).
-        start_timeout: seconds the child may take to import and answer its first request.
+        prefix: argv to run the interpreter under (``["compute-sanitizer", "--tool", "memcheck"]``).
     """
 
-    def __init__(self, env: Mapping[str, str | None] | None = None, *, python: str | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str | None] | None = None, *, python: str | None = None, cwd: str | None = None, prefix: Sequence[str] = ()
+    ) -> None:
         child_env = dict(os.environ)
         for key, value in (env or {}).items():
             if value is None:
@@ -196,7 +198,8 @@ class Worker:
         self.env = child_env
         cmd_r, self._cmd_w = os.pipe()
         self._res_r, res_w = os.pipe()
-        self.argv = [python or sys.executable, "-X", "faulthandler", "-m", "runtime_probe._worker", str(cmd_r), str(res_w)]
+        # ``prefix`` runs the child under another program: a debugger or compute-sanitizer.
+        self.argv = [*prefix, python or sys.executable, "-X", "faulthandler", "-m", "runtime_probe._worker", str(cmd_r), str(res_w)]
         self.stdout = BoundedCapture()
         self.stderr = BoundedCapture()
         self.started = time.monotonic()

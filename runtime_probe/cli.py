@@ -24,6 +24,8 @@ examples:
   python -m runtime_probe model.pt2 --fast          container pre-flight (archive, host, load, one golden run)
   python -m runtime_probe model.pt2 --device cuda:1 --json report.json
   python -m runtime_probe model.pt2 --weights new.safetensors
+  python -m runtime_probe model.pt2 --inputs request.safetensors   replay inputs; a failure climbs the escalation ladder
+  python -m runtime_probe model.pt2 --all-devices                  every visible GPU, in parallel
 
 exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the probe could not run
 """
@@ -76,7 +78,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a .safetensors file: validated against the contract, then loaded in place of the package's constants",
     )
+    p.add_argument(
+        "--inputs",
+        metavar="FILE",
+        help="a .safetensors file of inputs (keys = input names) to run after the golden samples, e.g. captured from a failing request",
+    )
+    p.add_argument(
+        "--inputs-device",
+        metavar="D",
+        help="place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())",
+    )
     p.add_argument("--fast", action="store_true", help="pre-flight: archive, host, load and one golden sample")
+    p.add_argument(
+        "--all-devices", action="store_true", help="probe every visible GPU in parallel, one child per device, a report section per device"
+    )
+    p.add_argument(
+        "--no-escalate",
+        action="store_true",
+        help="do not rerun a failure with more instruments (strict checks, debug twin, sanitizer, debugger, remedies)",
+    )
+    p.add_argument("--escalate-timeout", type=float, default=600.0, metavar="S", help="seconds the whole escalation may take (default 600)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds each load or golden run may take (default 300)")
     p.add_argument("--json", metavar="PATH", help="write the JSON report here")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here (a testcase per phase)")
@@ -96,11 +117,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise _Usage("--timeout must be positive")
         from .probe import ProbeOptions, probe
 
-        report = probe(
-            args.package,
-            ProbeOptions(device=args.device, weights=args.weights, fast=args.fast, timeout_s=args.timeout),
-            progress_printer(args.quiet),
+        if args.escalate_timeout <= 0:
+            raise _Usage("--escalate-timeout must be positive")
+        options = ProbeOptions(
+            device=args.device,
+            weights=args.weights,
+            inputs=args.inputs,
+            inputs_device=args.inputs_device,
+            fast=args.fast,
+            timeout_s=args.timeout,
+            escalate=not args.no_escalate,
+            escalate_timeout_s=args.escalate_timeout,
+            all_devices=args.all_devices,
         )
+        report = probe(args.package, options, progress_printer(args.quiet))
         emit_report(report, json_path=args.json, junit_path=args.junit, verbose=args.verbose, quiet=args.quiet)
         return report.exit_code
     except _Usage as exc:

@@ -45,10 +45,12 @@ CODES: dict[str, str] = {
     "env.libstdcxx_too_old": "The C++ runtime (libstdc++) or C library lacks symbol versions the .so needs.",
     "env.memory_insufficient": "Free device memory is below what the package's constants need.",
     "env.platform_mismatch": "The package was built for another OS or machine architecture.",
+    "env.cxx_runtime_mismatch": "The package's C++ runtime and the process's libstdc++ do not mix (native frames in std::regex/locale).",
     # load: dlopen + model creation in a child
     "load.crash": "The child process died (signal) while loading the package.",
     "load.error": "Loading the package raised an error.",
     "load.timeout": "Loading the package did not finish within the timeout.",
+    "load.native_frames": "Native frames of a crash while loading, and what they point at.",
     # constants (weights)
     "constants.missing": "A constant the model needs is absent (from the package or the weights file).",
     "constants.unexpected": "A constant is present that the model does not have.",
@@ -72,6 +74,7 @@ CODES: dict[str, str] = {
     "run.nonfinite": "An output holds NaN or Inf.",
     "run.illegal_memory_access": "A kernel made an illegal memory access.",
     "run.device_assert": "A device-side assertion fired.",
+    "run.native_frames": "Native frames of a crash while running, and what they point at.",
     # golden
     "golden.mismatch": "An output differs from the recorded reference beyond its tolerance.",
     "golden.missing": "The package has no golden samples to check against.",

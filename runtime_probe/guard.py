@@ -117,21 +117,19 @@ class _Param:
     passed: str  # how it was passed at export: positional | keyword
 
 
-class GuardedModel:
-    """A loaded package that checks each call against its contract, then runs it.
+class InputChecker:
+    """The input contract of a manifest, compiled into per-argument checks for one device.
 
-    Call it like the original model (positional or keyword arguments, by the names of forward()).
-    ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
+    ``check(*args, **kwargs)`` raises InputContractError naming the argument, or returns the
+    (args, kwargs) in the layout the model was exported with.
     """
 
-    def __init__(self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None) -> None:
+    def __init__(self, manifest: Manifest, device: Any) -> None:
         import torch
         from torch.utils import _pytree as pytree
 
-        self.compiled = compiled
         self.manifest = manifest
-        self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
-        self._torch = torch
+        self.device = device
         self._pytree = pytree
         self._params = [_Param(p.name, p.passed) for p in manifest.io.params if p.passed != "omitted"]
         self._names = {p.name for p in self._params}
@@ -142,8 +140,8 @@ class GuardedModel:
             by_param.setdefault(spec.param, []).append(spec)
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
-        self._checks = {spec.name: _compile_leaf(spec, self.device, torch) for spec in manifest.io.inputs}
-        self.__signature__ = inspect.Signature(
+        self._checks = {spec.name: _compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        self.signature = inspect.Signature(
             [
                 inspect.Parameter(
                     p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD if p.passed == "positional" else inspect.Parameter.KEYWORD_ONLY
@@ -152,8 +150,9 @@ class GuardedModel:
             ]
         )
 
-    def __repr__(self) -> str:
-        return f"GuardedModel({', '.join(p.name for p in self._params)}) on {self.device}"
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self._params]
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self._positional):
@@ -169,10 +168,10 @@ class GuardedModel:
         for key, value in kwargs.items():
             if key not in self._names:
                 raise InputContractError(
-                    f"{key}: unexpected keyword argument (the model takes {', '.join(p.name for p in self._params)})",
+                    f"{key}: unexpected keyword argument (the model takes {', '.join(self.param_names)})",
                     code="input.count",
                     argument=key,
-                    expected="one of " + ", ".join(p.name for p in self._params),
+                    expected="one of " + ", ".join(self.param_names),
                     found=key,
                 )
             if key in values:
@@ -202,6 +201,19 @@ class GuardedModel:
         env.finish()
         return tuple(values[n] for n in self._positional), {n: values[n] for n in self._keyword}
 
+    def check_leaves(self, leaves: dict[str, Any]) -> None:
+        """Validate flat leaves given by input name (the probe's --inputs file)."""
+        env = _Env()
+        for spec in self.manifest.io.inputs:
+            if spec.kind != "tensor":
+                continue
+            if spec.name not in leaves:
+                raise InputContractError(
+                    f"{spec.name}: missing from the inputs", code="input.count", argument=spec.name, expected="a tensor", found="nothing"
+                )
+            self._checks[spec.name](leaves[spec.name], env)
+        env.finish()
+
     def _check_nested(self, param: str, value: Any, env: _Env) -> None:
         pytree = self._pytree
         specs = self._specs.get(param, [])
@@ -219,8 +231,31 @@ class GuardedModel:
         for name, (_, leaf) in zip(names, leaves):
             self._checks[name](leaf, env)
 
+
+class GuardedModel:
+    """A loaded package that checks each call against its contract, then runs it.
+
+    Call it like the original model (positional or keyword arguments, by the names of forward()).
+    ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
+    """
+
+    def __init__(self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None) -> None:
+        import torch
+
+        self.compiled = compiled
+        self.manifest = manifest
+        self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
+        self.checker = InputChecker(manifest, self.device)
+        self.__signature__ = self.checker.signature
+
+    def __repr__(self) -> str:
+        return f"GuardedModel({', '.join(self.checker.param_names)}) on {self.device}"
+
+    def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return self.checker.check(*args, **kwargs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        call_args, call_kwargs = self.check(*args, **kwargs)
+        call_args, call_kwargs = self.checker.check(*args, **kwargs)
         return self.compiled(*call_args, **call_kwargs)
 
 

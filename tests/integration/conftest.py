@@ -109,3 +109,11 @@ def plain_pkg(pkg_dir: Path) -> Path:
     path = pkg_dir / "plain.pt2"
     torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def sqrt_pkg(pkg_dir: Path) -> Built:
+    """A model with a debug twin whose output turns NaN on negative inputs."""
+    built = build_package(pkg_dir, "sqrt", f"{MODELS}:sqrt_chain")
+    assert built.returncode == 0, built.stdout + built.stderr
+    return built

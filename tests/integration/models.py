@@ -91,3 +91,19 @@ def data_dependent() -> Any:
 
 def not_a_model() -> Any:
     return 42
+
+
+class SqrtChain(torch.nn.Module):
+    """Finite on positive inputs; a negative input makes the sqrt kernel produce NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(torch.sqrt(x) * 2.0, dim=-1) + self.lin(x).relu()
+
+
+def sqrt_chain() -> Any:
+    torch.manual_seed(4)
+    return SqrtChain().eval(), (torch.rand(4, 8) + 0.5,)

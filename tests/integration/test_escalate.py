@@ -1,0 +1,113 @@
+"""The escalation ladder on CPU with real packages (the GPU cases: tests/gpu, docs/gpu-validation.md)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Built
+from .test_probe import codes, probe_json, status
+
+pytestmark = pytest.mark.integration
+
+CUDA_FIXTURE = Path(__file__).parent.parent / "data" / "cuda_example.pt2"
+
+
+def escalate_phase(report: dict[str, Any]) -> dict[str, Any]:
+    return next(p for p in report["phases"] if p["name"] == "escalate")
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (.ci/run installs it)")
+def test_crash_without_weights_is_named_by_the_native_frames(noweights_pkg: Built, tmp_path: Path) -> None:
+    proc, report = probe_json(noweights_pkg.path, tmp_path, "--escalate-timeout", "300")
+    assert proc.returncode == 1
+    esc = escalate_phase(report)
+    steps = {s["step"]: s for s in esc["detail"]["steps"]}
+    assert list(steps) == ["strict", "twin", "native", "remedy"]
+    assert steps["strict"]["outcome"] == "crashed (SIGSEGV)"
+    assert steps["native"]["evidence"]["signal"] == "SIGSEGV" and steps["native"]["evidence"]["frames"]
+    cause = next(f for f in esc["findings"] if f["code"] == "constants.missing")
+    assert "--weights" in cause["hint"] and cause["evidence"]["frames"]
+
+
+def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> None:
+    import torch
+
+    from runtime_probe import _safetensors
+
+    x = torch.rand(4, 8) + 0.5
+    x[1, 2] = -3.0
+    inputs = tmp_path / "bad.safetensors"
+    _safetensors.dump({"x": x}, inputs)
+    proc, report = probe_json(sqrt_pkg.path, tmp_path, "--inputs", str(inputs))
+    assert proc.returncode == 1
+    assert "run.nonfinite" in codes(report)
+    golden = next(p for p in report["phases"] if p["name"] == "golden")
+    assert [r["sample"] for r in golden["detail"]["runs"]][-1] == "inputs"
+    esc = escalate_phase(report)
+    steps = {s["step"]: s for s in esc["detail"]["steps"]}
+    assert steps["strict"]["outcome"] == "non-finite output"
+    assert steps["twin"]["evidence"]["launched"], "the twin's kernel printer said nothing"
+    listed = next(f for f in esc["findings"] if f["code"] == "run.nonfinite")
+    assert any("sqrt" in k for k in listed["evidence"]["launched"])
+
+
+def test_no_escalate_skips_the_ladder(sqrt_pkg: Built, tmp_path: Path) -> None:
+    import torch
+
+    from runtime_probe import _safetensors
+
+    inputs = tmp_path / "bad.safetensors"
+    _safetensors.dump({"x": -torch.ones(4, 8)}, inputs)
+    proc, report = probe_json(sqrt_pkg.path, tmp_path, "--inputs", str(inputs), "--no-escalate")
+    assert proc.returncode == 1
+    assert escalate_phase(report)["status"] == "skipped" and escalate_phase(report)["detail"]["reason"] == "--no-escalate"
+
+
+def test_inputs_are_checked_against_the_contract_by_name(sqrt_pkg: Built, tmp_path: Path) -> None:
+    import torch
+
+    from runtime_probe import _safetensors
+
+    wrong = tmp_path / "wrong.safetensors"
+    _safetensors.dump({"x": torch.rand(4, 9)}, wrong)
+    proc, report = probe_json(sqrt_pkg.path, tmp_path, "--inputs", str(wrong))
+    assert proc.returncode == 1
+    finding = next(f for p in report["phases"] for f in p["findings"] if f["code"] == "input.shape")
+    assert finding["evidence"]["argument"] == "x" and "dim 1 is 9, expected 8" in finding["message"]
+    missing = tmp_path / "missing.safetensors"
+    _safetensors.dump({"y": torch.rand(4, 8)}, missing)
+    _, report = probe_json(sqrt_pkg.path, tmp_path, "--inputs", str(missing))
+    assert "input.count" in codes(report)
+
+
+def test_cuda_package_built_on_the_gpu_machine_on_a_cpu_host(tmp_path: Path) -> None:
+    """The fixture was built on an H100 (torch 2.11.0+cu130) by scripts/gpu/validate.sh."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    proc, report = probe_json(CUDA_FIXTURE, tmp_path)
+    assert proc.returncode == 1
+    assert "env.device_unavailable" in codes(report)
+    assert status(report)["load"] == "skipped", "nothing native may be opened on a host that cannot run it"
+    host = next(p for p in report["phases"] if p["name"] == "host")
+    assert host["status"] == "failed"
+    from runtime_probe._cpu import cpu_flags
+
+    if "avx512f" not in (cpu_flags() or set()):
+        # it was built with -march=native on an AVX-512/AMX Xeon: this CPU could not run its .so
+        assert "env.cpu_isa_missing" in codes(report)
+
+
+def test_cuda_fixture_inspects_without_cuda() -> None:
+    from runtime_probe.inspect import inspect_package
+
+    data = inspect_package(str(CUDA_FIXTURE))
+    assert data["manifest"]["target"]["device_type"] == "cuda"
+    assert data["manifest"]["target"]["kernel_archs"] == ["sm_90a"]
+    assert all(k["arch"] == "sm_90a" for k in data["models"]["model"]["kernels"])
+    assert data["manifest"]["toolchain"]["torch"].startswith("2.11")

@@ -1,0 +1,136 @@
+"""The escalation's readers, on output recorded on the GPU machine (H100, torch 2.11.0+cu130,
+2026-11-22; scripts/gpu/explore.sh). Paths in the recordings are replaced by <placeholders>."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime_probe._diagnose import (
+    classify_frames,
+    cuda_error,
+    first_sanitizer_error,
+    input_check,
+    kernel_trace,
+    nan_buffer,
+    parse_backtrace,
+)
+
+DATA = Path(__file__).parent / "data" / "gpu"
+
+
+def read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_load_crash_backtrace_is_a_cxx_runtime_mismatch() -> None:
+    frames = parse_backtrace(read("cuda_gdb_load_crash.txt"))
+    assert frames.signal == "SIGSEGV"
+    assert frames.frames[0].startswith("std::codecvt<char16_t, char, __mbstate_t>::do_unshift")
+    assert frames.libraries[0].endswith(".wrapper.so")
+    assert any("parse_device_str" in f for f in frames.frames)
+    cause, explanation, frame = classify_frames(frames)
+    assert cause == "cxx_runtime" and "libstdc++" in explanation
+    assert frame is not None and "codecvt" in frame
+
+
+def test_twin_names_the_faulting_user_triton_kernel() -> None:
+    trace = kernel_trace(read("gather_twin.stdout"))
+    assert trace.unfinished == "_gather_kernel_0"
+    code, line = cuda_error(read("gather_twin.stderr")) or ("", "")
+    assert code == "run.illegal_memory_access" and "global/shared address space" in line
+
+
+def test_release_abort_is_classified_as_illegal_memory_access() -> None:
+    assert read("gather_release.rc").strip() == "-6"
+    code, _ = cuda_error(read("gather_release.stderr")) or ("", "")
+    assert code == "run.illegal_memory_access"
+
+
+def test_twin_names_the_first_kernel_after_which_a_nan_appears() -> None:
+    trace = kernel_trace(read("nan_twin.stdout"))
+    assert trace.unfinished is None
+    assert trace.last_finished == "triton_per_fused__softmax_exp_prepare_softmax_online_sqrt_sub_sum_0"
+    assert trace.launched == ("aoti_torch_cuda_mm_out", "triton_per_fused__softmax_exp_prepare_softmax_online_sqrt_sub_sum_0")
+    assert nan_buffer(read("nan_twin.stderr")) == ("NaN", "buf3")
+
+
+def test_aoti_input_check_message_is_translated() -> None:
+    check = input_check(read("cpu_tensor_checked.stderr"))
+    assert check is not None and check.index == 0 and check.code == "input.device"
+    assert input_check("Error: input_handles[1]: dim value is too large at 0, expected to be <= 64, but got: 100") == check.__class__(
+        1, "input.range", 0, "input_handles[1]: dim value is too large at 0, expected to be <= 64, but got: 100"
+    )
+    assert input_check("Error: input_handles[0]: unmatched dtype, expected: 6(at::kFloat), but got: 7").code == "input.dtype"  # type: ignore[union-attr]
+    assert input_check("nothing here") is None
+
+
+SANITIZER = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at _gather_kernel_0+0x1d0
+=========     by thread (77,0,0) in block (0,0,0)
+=========     Address 0x7f2b40000000 is out of bounds
+=========     and is 4294950912 bytes after the nearest allocation at 0x7f2a40000000 of size 16384 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========
+========= ERROR SUMMARY: 4 errors
+"""
+
+
+def test_first_sanitizer_error() -> None:
+    err = first_sanitizer_error(SANITIZER)
+    assert err is not None
+    assert err.kind == "Invalid __global__ read of size 4 bytes"
+    assert err.kernel == "_gather_kernel_0" and err.thread == "77,0,0" and err.block == "0,0,0"
+    assert err.address is not None and "out of bounds" in err.address and err.errors == 4
+    assert first_sanitizer_error("========= ERROR SUMMARY: 0 errors") is None
+
+
+def test_twin_findings_name_the_faulting_kernel() -> None:
+    from runtime_probe.ladder_findings import twin_findings
+
+    findings, evidence = twin_findings(
+        read("gather_twin.stdout"), read("gather_twin.stderr"), replay_kind="crash", device_type="cuda", crash_signal="SIGABRT"
+    )
+    (f,) = findings
+    assert f.code == "run.illegal_memory_access" and f.evidence["kernel"] == "_gather_kernel_0"
+    assert "_gather_kernel_0" in f.message and evidence["running"] == "_gather_kernel_0"
+
+
+def test_twin_findings_name_the_nan_kernel_and_buffer() -> None:
+    from runtime_probe.ladder_findings import twin_findings
+
+    findings, _ = twin_findings(
+        read("nan_twin.stdout"), read("nan_twin.stderr"), replay_kind="nonfinite", device_type="cuda", crash_signal=None
+    )
+    (f,) = findings
+    assert f.code == "run.nonfinite" and f.severity.value == "error"
+    assert f.evidence["kernel"] == "triton_per_fused__softmax_exp_prepare_softmax_online_sqrt_sub_sum_0"
+    assert f.evidence["buffer"] == "buf3"
+
+
+def test_native_findings_classify_the_load_crash_with_so_facts() -> None:
+    from runtime_probe.ladder_findings import native_findings
+
+    so = {"file": "x.wrapper.so", "links_libstdcxx": False, "needed": ["libtorch.so", "libc.so.6"], "glibcxx": None}
+    findings, evidence = native_findings(
+        read("cuda_gdb_load_crash.txt"),
+        stage="load",
+        so=so,
+        process_libstdcxx="libstdc++.so.6.0.33",
+        built_with="g++ 13.3.0",
+        unloaded_constants=0,
+    )
+    (f,) = findings
+    assert f.code == "env.cxx_runtime_mismatch"
+    assert "static copy of libstdc++" in f.message
+    assert evidence["cause"] == "cxx_runtime" and evidence["signal"] == "SIGSEGV"
+
+
+def test_native_findings_fall_back_to_frames() -> None:
+    from runtime_probe.ladder_findings import native_findings
+
+    text = "Thread 1 received signal SIGSEGV\n#0  0x01 in some_function () from libfoo.so\n#1  0x02 in other () from libbar.so\n"
+    (f,), evidence = native_findings(text, stage="run", so={}, process_libstdcxx=None, built_with=None, unloaded_constants=0)
+    assert f.code == "run.native_frames" and f.found == "some_function  [libfoo.so]" and evidence["cause"] == "unknown"
+    (g,), _ = native_findings(text, stage="run", so={}, process_libstdcxx=None, built_with=None, unloaded_constants=2)
+    assert g.code == "constants.missing"
