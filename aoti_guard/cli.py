@@ -200,6 +200,33 @@ def build(
 @click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds each load or golden run may take.")
 @click.option("--json", "json_path", metavar="PATH", help="Write the JSON report here.")
 @click.option("--junit", "junit_path", metavar="PATH", help="Write a JUnit XML report here (a testcase per phase).")
+@click.option(
+    "--image",
+    metavar="IMAGE",
+    help="Probe inside a container of this local image (the serving image; never pulled) instead of on this host.",
+)
+@click.option(
+    "--image-timeout",
+    type=click.FloatRange(min=1),
+    default=900.0,
+    show_default=True,
+    help="With --image: seconds the whole container may run; then it is killed and removed.",
+)
+@click.option(
+    "--probe-source",
+    type=click.Choice(["auto", "image", "local"]),
+    default="auto",
+    show_default=True,
+    help="With --image: run the image's own runtime_probe (image), this tool's copy mounted read-only (local), "
+    "or the image's own when it has one, else this tool's (auto).",
+)
+@click.option(
+    "--image-python",
+    default="python3",
+    show_default=True,
+    metavar="PYTHON",
+    help="With --image: the interpreter in the image (a name on its PATH or an absolute path).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when a check fails.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
 def probe(
@@ -215,6 +242,10 @@ def probe(
     timeout: float,
     json_path: str | None,
     junit_path: str | None,
+    image: str | None,
+    image_timeout: float,
+    probe_source: str,
+    image_python: str,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -230,9 +261,42 @@ def probe(
 
     \b
     Same checks and report as `python -m runtime_probe`, which needs only the standard library.
+
+    \b
+    With --image IMAGE the probe runs inside a container of IMAGE (docker SDK; the package mounted
+    read-only, no network, GPUs requested when the package targets CUDA, removed afterwards), and
+    the report gains an `image` phase: exit 1 when the image cannot serve the package (no Python,
+    no torch) or the package fails there, 2 when the image is not on the engine, 3 when no engine
+    answers, it has no GPU runtime, or the container ended without a report.
     """
     _check_report_path(json_path, "--json")
     _check_report_path(junit_path, "--junit")
+    say = _progress(quiet)
+    ctx = click.get_current_context()
+    for name in ("image_timeout", "probe_source", "image_python"):
+        if image is None and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            raise click.UsageError(f"--{name.replace('_', '-')} only applies with --image IMAGE")
+    if image is not None:
+        from aoti_guard.container_probe import ImageProbeOptions, ProbeSource, probe_in_image
+
+        for flag, given in (("--inputs", inputs), ("--inputs-device", inputs_device), ("--all-devices", all_devices)):
+            if given:
+                raise click.UsageError(
+                    f"{flag} is not supported with --image yet: probe on the host, or inside the image with python -m runtime_probe"
+                )
+        image_options = ImageProbeOptions(
+            image=image,
+            device=device,
+            weights=weights,
+            fast=fast,
+            timeout_s=timeout,
+            container_timeout_s=image_timeout,
+            probe_source=ProbeSource(probe_source),
+            python=image_python,
+        )
+        report = probe_in_image(package, image_options, lambda phase, event: say(phase, event))
+        emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
+        sys.exit(report.exit_code)
     from runtime_probe.probe import ProbeOptions
     from runtime_probe.probe import probe as run_probe
 
@@ -250,7 +314,7 @@ def probe(
     report = run_probe(
         package,
         options,
-        lambda phase, event: _progress(quiet)(phase, event),
+        lambda phase, event: say(phase, event),
     )
     emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
     sys.exit(report.exit_code)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "Finding", "Severity", "has_errors", "worst"]
+__all__ = ["CODES", "EXIT_CODES", "Finding", "Severity", "exit_code_of", "has_errors", "worst"]
 
 
 class Severity(enum.StrEnum):
@@ -46,6 +46,17 @@ CODES: dict[str, str] = {
     "env.memory_insufficient": "Free device memory is below what the package's constants need.",
     "env.platform_mismatch": "The package was built for another OS or machine architecture.",
     "env.cxx_runtime_mismatch": "The package's C++ runtime and the process's libstdc++ do not mix (native frames in std::regex/locale).",
+    # env: a serving image probed through a container engine (aoti-guard probe --image)
+    "env.engine_unreachable": "No container engine answers (DOCKER_HOST, socket, permission): nothing was checked.",
+    "env.image_missing": "The image is not on the engine (it is never pulled): nothing was checked.",
+    "env.image_no_python": "The image has no Python interpreter to run the probe with.",
+    "env.image_python_unsupported": "The image's Python is older than runtime_probe needs (3.11).",
+    "env.image_no_torch": "The image's Python has no torch: it cannot load AOTInductor packages.",
+    "env.image_no_probe": "The image has no runtime_probe and injecting this one was not allowed.",
+    "env.image_probe_injected": "The image has no runtime_probe of its own; this tool's copy was mounted into the container.",
+    "env.gpu_runtime_missing": "The package needs GPUs but the container engine cannot give a container any (no GPU runtime).",
+    "env.container_timeout": "The probe container did not finish within its timeout; it was killed and removed.",
+    "env.container_failed": "The probe container could not be run, or ended without a readable report.",
     # load: dlopen + model creation in a child
     "load.crash": "The child process died (signal) while loading the package.",
     "load.error": "Loading the package raised an error.",
@@ -90,6 +101,16 @@ CODES: dict[str, str] = {
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
+}
+
+
+# The exit code an error finding of this code stands for, where it is not 1 (DESIGN.md: 2 usage
+# error, 3 the tool could not run). A report exits with the highest code among its error findings.
+EXIT_CODES: dict[str, int] = {
+    "env.engine_unreachable": 3,
+    "env.gpu_runtime_missing": 3,
+    "env.container_failed": 3,
+    "env.image_missing": 2,
 }
 
 
@@ -166,3 +187,9 @@ def worst(findings: Iterable[Finding]) -> Severity | None:
         if result is None or order[f.severity] > order[result]:
             result = f.severity
     return result
+
+
+def exit_code_of(findings: Iterable[Finding]) -> int:
+    """0 without error findings; else the highest exit code they stand for (1 unless EXIT_CODES says 2 or 3)."""
+    codes = [EXIT_CODES.get(f.code, 1) for f in findings if f.severity is Severity.ERROR]
+    return max(codes, default=0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ToolError
-from .findings import Finding, Severity
+from .findings import Finding, Severity, exit_code_of
 
 __all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "render_text", "write_atomic", "write_json", "write_junit"]
 
@@ -87,8 +87,10 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """0 when every check passed, 1 when a check failed (DESIGN.md's exit-code contract)."""
-        return 0 if self.passed else 1
+        """0 when every check passed, 1 when a check failed (DESIGN.md's exit-code contract); 2 or 3
+        when an error finding says the check could not run (``findings.EXIT_CODES``: no engine,
+        no such image)."""
+        return exit_code_of(self.findings)
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)

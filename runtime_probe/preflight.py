@@ -1,0 +1,141 @@
+"""``python -m runtime_probe.preflight [-- SERVER COMMAND...]``: a serving container's pre-flight.
+
+The entrypoint of the pre-flight image (containers/preflight/Dockerfile), also usable as a
+Kubernetes init container. Standard library only, like the rest of runtime_probe.
+
+- It probes ``$AOTI_PACKAGE`` (``--fast`` unless ``$AOTI_PREFLIGHT_ARGS`` says otherwise), writes
+  the JSON report to ``$AOTI_PREFLIGHT_REPORT`` (default /tmp/aoti-preflight/report.json) and
+  prints the text report.
+- A failing package: exit with the probe's code (1 a check failed, 2 usage, 3 the probe could
+  not run); the server command is NOT run.
+- A passing one: write ``<report>.ok`` (the package's path, size and mtime) and replace this
+  process with the server command (``exec``: the server keeps PID 1 and gets the signals). With
+  no command, exit 0 (init container).
+- ``--check`` (HEALTHCHECK, readinessProbe): exit 0 when ``<report>.ok`` exists and the package
+  still has the size and mtime it had when it passed; else 1 with one line saying why. It never
+  loads the model or hashes the package: a stat and a small JSON read, cheap every few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .report import write_atomic
+
+__all__ = ["DEFAULT_REPORT", "check", "main", "run"]
+
+DEFAULT_REPORT = "/tmp/aoti-preflight/report.json"
+DEFAULT_ARGS = "--fast"
+EXIT_COMMAND_NOT_FOUND = 127  # what shells return for a command they cannot run
+
+
+def _marker(report: str) -> str:
+    return report + ".ok"
+
+
+def _stamp(package: str) -> dict[str, Any]:
+    st = os.stat(package)
+    return {"package": os.path.abspath(package), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def run(package: str, report: str, probe_args: Sequence[str], command: Sequence[str]) -> int:
+    """Probe, then exec ``command`` if the package passed. Returns an exit code when it does not exec."""
+    from . import cli
+
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(report)), exist_ok=True)
+        for stale in (report, _marker(report)):  # never let an old result vouch for this start
+            if os.path.lexists(stale):
+                os.unlink(stale)
+    except OSError as exc:
+        print(f"[preflight] cannot write the report {report}: {exc}", file=sys.stderr, flush=True)
+        return 3
+    print(f"[preflight] probing {package} ({' '.join(probe_args) or 'full'}); report: {report}", file=sys.stderr, flush=True)
+    code = cli.main([package, "--json", report, *probe_args])
+    if code != 0:
+        print(f"[preflight] FAILED (exit {code}): the server is not started", file=sys.stderr, flush=True)
+        return code
+    write_atomic(_marker(report), (json.dumps(_stamp(package)) + "\n").encode())
+    if not command:
+        print("[preflight] passed", file=sys.stderr, flush=True)
+        return 0
+    print(f"[preflight] passed; exec {shlex.join(command)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], list(command))
+    except OSError as exc:
+        print(f"[preflight] cannot run the server command {command[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
+        return EXIT_COMMAND_NOT_FOUND
+    return 0  # not reached
+
+
+def check(package: str, report: str) -> tuple[bool, str]:
+    """Is there a passing pre-flight for this very package file? (ok, one line saying why)."""
+    try:
+        with open(_marker(report), encoding="utf-8") as fh:
+            stamp = json.load(fh)
+    except (OSError, ValueError):
+        return False, f"no passing pre-flight result at {_marker(report)}"
+    try:
+        now = _stamp(package)
+    except OSError as exc:
+        return False, f"package {package}: {exc.strerror}"
+    if not isinstance(stamp, dict) or any(stamp.get(k) != now[k] for k in ("package", "size", "mtime_ns")):
+        return False, f"package {package} changed since its pre-flight passed (size or mtime differ): restart to re-check it"
+    return True, f"pre-flight passed for {package}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m runtime_probe.preflight",
+        description="Probe the package, then exec the server command only if it passed.",
+        epilog="exit codes: the probe's (1 a check failed, 2 usage, 3 the probe could not run) when it fails; "
+        "the server's once it runs; 127 when the server command cannot be run; --check: 0 healthy, 1 not",
+    )
+    p.add_argument("--package", default=os.environ.get("AOTI_PACKAGE"), help="the .pt2 (default: $AOTI_PACKAGE)")
+    p.add_argument(
+        "--report",
+        default=os.environ.get("AOTI_PREFLIGHT_REPORT", DEFAULT_REPORT),
+        help=f"where the JSON report goes (default: $AOTI_PREFLIGHT_REPORT or {DEFAULT_REPORT})",
+    )
+    p.add_argument(
+        "--probe-args",
+        default=os.environ.get("AOTI_PREFLIGHT_ARGS", DEFAULT_ARGS),
+        help=f"arguments for the probe, shell-quoted (default: $AOTI_PREFLIGHT_ARGS or {DEFAULT_ARGS!r}; '' = the full probe)",
+    )
+    p.add_argument("--check", action="store_true", help="health check: is there a passing pre-flight for this package file?")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the server command, after --")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not args.package:
+        parser.print_usage(sys.stderr)
+        print("error: no package: set AOTI_PACKAGE or pass --package", file=sys.stderr)
+        return 2
+    if args.check:
+        ok, why = check(args.package, args.report)
+        print(why, file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 1
+    try:
+        probe_args = shlex.split(args.probe_args)
+    except ValueError as exc:
+        print(f"error: --probe-args / AOTI_PREFLIGHT_ARGS: {exc}", file=sys.stderr)
+        return 2
+    return run(args.package, args.report, probe_args, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
