@@ -9,12 +9,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import GuardError, InputContractError, PackageRejected, ToolError, UsageError
+from .errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
 from .findings import Finding, Severity
 from .guard import GuardedModel, load
 from .report import Report
 
 __all__ = [
+    "ConstantsContractError",
     "Finding",
     "GuardError",
     "GuardedModel",

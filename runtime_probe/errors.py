@@ -88,3 +88,32 @@ class PackageRejected(GuardError):
     def __init__(self, message: str, findings: Sequence[object], *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.findings = list(findings)
+
+
+class ConstantsContractError(GuardError, ValueError):
+    """New weights for a guarded model break its contract; raised BEFORE torch's load_constants,
+    which checks neither shapes nor dtypes and corrupts memory on a mismatch.
+
+    Attributes:
+        code: ``constants.missing``, ``constants.unexpected``, ``constants.shape_mismatch``,
+            ``constants.dtype_mismatch`` or ``constants.device_mismatch``.
+        constant: the constant's FQN (``lin.weight``).
+    """
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        constant: str | None,
+        expected: str | None = None,
+        found: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.constant = constant
+        self.expected = expected
+        self.found = found

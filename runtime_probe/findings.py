@@ -90,7 +90,6 @@ CODES: dict[str, str] = {
     "golden.mismatch": "An output differs from the recorded reference beyond its tolerance.",
     "golden.missing": "The package has no golden samples to check against.",
     # build
-    "build.usage": "The build target or its options are not usable.",
     "build.factory_failed": "The model factory raised or returned something unusable.",
     "build.export_failed": "torch.export could not export the model.",
     "build.compile_failed": "AOTInductor could not compile the model.",

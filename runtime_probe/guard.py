@@ -23,7 +23,7 @@ from typing import Any
 
 from . import _symexpr, layout
 from .archive import check_hashes, open_archive
-from .errors import InputContractError, PackageRejected, UsageError
+from .errors import ConstantsContractError, InputContractError, PackageRejected, UsageError
 from .findings import error, has_errors
 from .host import parse_device
 from .manifest import Dim, InputSpec, Manifest, ManifestError, parse_manifest
@@ -257,6 +257,62 @@ class GuardedModel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
         return self.compiled(*call_args, **call_kwargs)
+
+    def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
+        """Swap in new weights after checking names, shapes, dtypes and devices against the manifest.
+
+        Raises:
+            ConstantsContractError: before torch's load_constants is called, naming the constant.
+        """
+        expected = {c.fqn: c for c in self.manifest.package_constants()}
+        inlined = {c.fqn for c in self.manifest.constants if c.storage != "package"}
+        for fqn in tensors:
+            if fqn not in expected:
+                why = "was inlined into the compiled code and cannot be replaced" if fqn in inlined else "is not a constant of this model"
+                raise ConstantsContractError(
+                    f"{fqn}: {why}", code="constants.unexpected", constant=fqn, expected="one of " + ", ".join(sorted(expected)), found=fqn
+                )
+        if check_full_update:
+            missing = sorted(set(expected) - set(tensors))
+            if missing:
+                raise ConstantsContractError(
+                    f"{missing[0]}: missing from the new weights ({len(missing)} missing)",
+                    code="constants.missing",
+                    constant=missing[0],
+                    expected=", ".join(missing[:8]),
+                    found="absent",
+                    hint="pass every constant, or check_full_update=False",
+                )
+        for fqn, t in tensors.items():
+            c = expected[fqn]
+            dtype = str(t.dtype).replace("torch.", "")
+            if dtype != c.dtype:
+                raise ConstantsContractError(
+                    f"{fqn}: dtype is {dtype}, expected {c.dtype}",
+                    code="constants.dtype_mismatch",
+                    constant=fqn,
+                    expected=c.dtype,
+                    found=dtype,
+                    hint=f"convert with .to(torch.{c.dtype})",
+                )
+            if tuple(t.shape) != tuple(c.shape):
+                raise ConstantsContractError(
+                    f"{fqn}: shape is {list(t.shape)}, expected {list(c.shape)}",
+                    code="constants.shape_mismatch",
+                    constant=fqn,
+                    expected=str(list(c.shape)),
+                    found=str(list(t.shape)),
+                )
+            if t.device.type != self.device.type or (self.device.index is not None and t.device.index != self.device.index):
+                raise ConstantsContractError(
+                    f"{fqn}: is on {t.device}, the model runs on {self.device}",
+                    code="constants.device_mismatch",
+                    constant=fqn,
+                    expected=str(self.device),
+                    found=str(t.device),
+                    hint=f"move it with .to('{self.device}')",
+                )
+        self.compiled.load_constants(tensors, check_full_update=check_full_update)
 
 
 Check = Callable[[Any, "_Env"], None]

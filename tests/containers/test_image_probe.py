@@ -91,7 +91,7 @@ def test_image_without_torch(docker_client: Any, static_pkg: Built, tmp_path: Pa
     proc, report = probe_image(static_pkg.path, tmp_path, "--image", NOTORCH_IMAGE)
     assert proc.returncode == 1
     assert codes(report) == ["env.image_no_torch"]
-    assert list(status(report).values()) == ["failed"] + ["skipped"] * 5
+    assert list(status(report).values()) == ["failed"] + ["skipped"] * 6
     assert report["extra"]["image"]["python"].startswith("3.11")
     assert "has no torch" in proc.stdout
     assert_removed(docker_client, report)

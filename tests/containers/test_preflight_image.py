@@ -55,8 +55,10 @@ def test_good_package_starts_the_server(docker_client: Any, preflight_image: str
     assert "PASSED" in out and "SERVER-STARTED" in out
     assert "pre-flight passed for /models/model.pt2" in out  # the HEALTHCHECK command, run by the server
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["passed"] and [p["name"] for p in report["phases"]] == ["archive", "host", "load", "constants", "golden"]
-    assert [r["sample"] for r in report["phases"][-1]["detail"]["runs"]] == ["example"]  # --fast by default
+    assert report["passed"] and [p["name"] for p in report["phases"]] == ["archive", "host", "load", "constants", "golden", "escalate"]
+    assert [r["sample"] for r in next(p for p in report["phases"] if p["name"] == "golden")["detail"]["runs"]] == [
+        "example"
+    ]  # --fast by default
 
 
 def test_broken_package_refuses_to_start(docker_client: Any, preflight_image: str, broken_pkg: Path, tmp_path: Path) -> None:

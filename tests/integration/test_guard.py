@@ -162,3 +162,32 @@ def test_plain_package_cannot_be_guarded(plain_pkg: Path) -> None:
 
     with pytest.raises(PackageRejected, match="no aoti-guard manifest"):
         load(plain_pkg)
+
+
+def test_weights_are_checked_before_load_constants(example_pkg: Built) -> None:
+    import torch
+
+    from runtime_probe.errors import ConstantsContractError
+    from runtime_probe.guard import load
+
+    example_model = load(example_pkg.path)  # its own instance: the swap below changes its weights
+
+    good = {"proj.weight": torch.zeros(32, 16), "proj.bias": torch.zeros(32), "out.weight": torch.zeros(8, 32), "scale": torch.ones(32)}
+    cases = [
+        ({**good, "proj.weight": torch.zeros(16, 32)}, "constants.shape_mismatch", "proj.weight"),
+        ({**good, "proj.bias": torch.zeros(32, dtype=torch.float64)}, "constants.dtype_mismatch", "proj.bias"),
+        ({**good, "scale": torch.ones(32, device="meta")}, "constants.device_mismatch", "scale"),
+        ({k: v for k, v in good.items() if k != "out.weight"}, "constants.missing", "out.weight"),
+        ({**good, "nope": torch.zeros(1)}, "constants.unexpected", "nope"),
+        ({**good, "out.bias": torch.zeros(8)}, "constants.unexpected", "out.bias"),  # inlined at build time
+    ]
+    for tensors, code, name in cases:
+        with pytest.raises(ConstantsContractError) as info:
+            example_model.load_constants(tensors)
+        assert (info.value.code, info.value.constant) == (code, name)
+    x, mask = torch.randn(2, 16), torch.ones(2, 32, dtype=torch.bool)
+    before = example_model(x, mask)
+    example_model.load_constants(good)
+    after = example_model(x, mask)
+    # zero weights: every row is the (inlined) output bias alone
+    assert torch.equal(after[0], after[1]) and not torch.equal(before, after)

@@ -24,6 +24,8 @@ def test_passing_package_execs_the_server_and_the_check_passes(static_pkg: Built
     assert "PASSED" in out
     assert flag.read_text() == str(proc.pid)  # exec: the server replaced the pre-flight (same PID)
     data = json.loads(report.read_text())
-    assert data["passed"] and [r["sample"] for r in data["phases"][-1]["detail"]["runs"]] == ["example"]  # --fast
+    assert data["passed"] and [r["sample"] for r in next(p for p in data["phases"] if p["name"] == "golden")["detail"]["runs"]] == [
+        "example"
+    ]  # --fast
     check = subprocess.run([*base, "--check"], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0 and "pre-flight passed" in check.stdout

@@ -56,13 +56,13 @@ def test_good_package_passes_with_json_and_junit(example_pkg: Built, tmp_path: P
     assert proc.returncode == 0, proc.stdout
     assert report["schema_version"] == "1.0" and report["passed"] and report["exit_code"] == 0
     assert report["package"]["sha256"] and report["host"]["torch"]
-    assert list(status(report)) == ["archive", "host", "load", "constants", "golden"]
-    assert set(status(report).values()) == {"passed"}
+    assert list(status(report)) == ["archive", "host", "load", "constants", "golden", "escalate"]
+    assert set(status(report).values()) == {"passed", "skipped"} and status(report)["escalate"] == "skipped"
     golden = next(p for p in report["phases"] if p["name"] == "golden")
     assert [r["sample"] for r in golden["detail"]["runs"]] == ["example", "min", "max", "mid"]
     assert all(isinstance(p["seconds"], float) for p in report["phases"])
     cases = ET.parse(junit).getroot().findall(".//testcase")
-    assert [c.get("name") for c in cases] == ["archive", "host", "load", "constants", "golden"]
+    assert [c.get("name") for c in cases] == ["archive", "host", "load", "constants", "golden", "escalate"]
     assert "PASSED" in proc.stdout
 
 
@@ -76,7 +76,7 @@ def test_fast_runs_one_golden_sample(example_pkg: Built, tmp_path: Path) -> None
 def test_aoti_guard_probe_is_the_same_report(static_pkg: Built, tmp_path: Path) -> None:
     proc, report = probe_json(static_pkg.path, tmp_path, cli="aoti-guard")
     assert proc.returncode == 0 and report["kind"] == "probe"
-    assert list(status(report)) == ["archive", "host", "load", "constants", "golden"]
+    assert list(status(report)) == ["archive", "host", "load", "constants", "golden", "escalate"]
 
 
 @pytest.mark.parametrize("cut", [0.5, 0.97])

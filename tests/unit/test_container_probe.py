@@ -120,7 +120,7 @@ def test_gpu_start_error_becomes_a_finding_and_the_container_is_removed(tmp_path
     assert client.containers.kwargs["device_requests"][0]["Capabilities"] == [["gpu"]]
     assert client.containers.kwargs["device_requests"][0]["Count"] == -1
     assert client.log == ["create", "start", "remove force=True"]
-    assert [p.status for p in report.phases] == ["failed"] + ["skipped"] * 5
+    assert [p.status for p in report.phases] == ["failed"] + ["skipped"] * 6
 
 
 def test_no_python_in_the_image(tmp_path: Path) -> None:
