@@ -7,6 +7,8 @@ and raises UsageError only for unusable arguments.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -18,24 +20,27 @@ from typing import Any
 from runtime_probe import __version__, layout
 from runtime_probe.archive import sha256_file
 from runtime_probe.child import Worker
-from runtime_probe.errors import UsageError
+from runtime_probe.errors import ToolError, UsageError
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.manifest import MANIFEST_SCHEMA_VERSION, IOContract
 from runtime_probe.report import PhaseResult, Report, make_phase
 
 from . import compile as compile_mod
 from . import contract as contract_mod
+from . import minify as minify_mod
 from . import package as package_mod
 from . import validate
 from .assemble import assemble, summary
 from .dynamic import dynamic_shapes_from_flags, parse_dynamic
+from .reference_onnx import REFERENCES
 from .spec import BuildSpec
 from .target import FactoryError, describe_exception, resolve_target
 
 __all__ = ["BuildOptions", "ProgressFn", "build"]
 
 ProgressFn = Callable[[str, str, float | None], None]  # (phase, "start" | "done" | "failed" | message, seconds)
-PHASES = ("resolve", "export", "compile", "debug_twin", "validate", "package")
+PHASES = ("resolve", "export", "compile", "debug_twin", "validate", "package")  # + "minify" with --minify
+_ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,10 @@ class BuildOptions:
     rtol: float | None = None
     seed: int = 0
     timeout_s: float = 600.0
+    reference: str | None = None  # "onnxruntime": a second reference for validation
+    keep_onnx: str | None = None  # where to keep the exported .onnx (needs reference)
+    minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
+    minify_timeout_s: float = 300.0
 
 
 def check_options(options: BuildOptions) -> None:
@@ -74,6 +83,31 @@ def check_options(options: BuildOptions) -> None:
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
     parse_dynamic(options.dynamic)
+    _check_reference(options)
+    if options.minify:
+        if options.minify_timeout_s <= 0:
+            raise UsageError("the minifier timeout must be positive", hint="give --minify-timeout in seconds")
+        minify_mod.check_minify_dir(minify_mod.minify_dir(options.output))
+
+
+def _check_reference(options: BuildOptions) -> None:
+    if options.reference is not None and options.reference not in REFERENCES:
+        raise UsageError(f"unknown reference {options.reference!r}", hint=f"use one of: {', '.join(REFERENCES)}")
+    if options.keep_onnx is not None:
+        if options.reference is None:
+            raise UsageError("--keep-onnx keeps the model of --reference onnxruntime", hint="add --reference onnxruntime")
+        folder = os.path.dirname(os.path.abspath(options.keep_onnx))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--keep-onnx: folder {folder} does not exist", hint="create it first")
+        if os.path.isdir(options.keep_onnx):
+            raise UsageError(f"--keep-onnx: {options.keep_onnx} is a folder", hint="give a file path, e.g. model.onnx")
+    if options.reference == "onnxruntime":
+        missing = [m for m in _ONNX_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ToolError(
+                f"--reference onnxruntime needs {', '.join(missing)}, which this environment lacks",
+                hint="pip install 'aoti-guard[onnx]'",
+            )
 
 
 class _Phases:
@@ -98,6 +132,10 @@ class _Phases:
         self.results.append(result)
         self.progress(self._name, "failed" if result.status == "failed" else "done", seconds)
         return result
+
+    def skip(self, name: str, reason: str) -> None:
+        self.results.append(make_phase(name, 0.0, [], skipped_reason=reason))
+        self.progress(name, f"skipped: {reason}", None)
 
     def skip_rest(self, reason: str) -> None:
         done = {r.name for r in self.results}
@@ -170,15 +208,42 @@ def build(target: str | BuildSpec | None, options: BuildOptions, progress: Progr
     work = tempfile.mkdtemp(prefix=".aoti-guard-", dir=os.path.dirname(out_path))
     worker: Worker | None = None
     extra: dict[str, Any] = {"output": out_path, "device": options.device}
+    compiled = _Compiled()
     try:
         # Started first so that its torch import overlaps with export and compile.
         worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1"})
         worker.submit("facts")
-        return _build(target, options, phases, work, worker, out_path, extra)
+        report = _build(target, options, phases, work, worker, out_path, extra, compiled)
+        if options.minify:
+            worker.close()  # its memory is better spent on the minifier's compiles
+            _minify_phase(phases, compiled, options, work, extra)
+            report = dataclasses.replace(report, phases=tuple(phases.results), extra=dict(extra))
+        return report
     finally:
         if worker is not None:
             worker.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass
+class _Compiled:
+    """What the build compiled, kept for the minifier."""
+
+    ep: Any = None
+    configs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _minify_phase(phases: _Phases, compiled: _Compiled, options: BuildOptions, work: str, extra: dict[str, Any]) -> None:
+    reason = minify_mod.minify_reason(phases.results)
+    if reason is None or compiled.ep is None:
+        phases.skip("minify", "no compiler failure to minify")
+        return
+    phases.start("minify")
+    out_dir = minify_mod.minify_dir(options.output)
+    phases.note(f"{reason}: running the AOTI minifier in {out_dir} (at most {options.minify_timeout_s:.0f}s)")
+    findings, detail = minify_mod.run_minifier(compiled.ep, compiled.configs, work, out_dir, options.minify_timeout_s, phases.note)
+    extra["minify"] = detail
+    phases.end(findings, detail)
 
 
 def _report(phases: _Phases, extra: dict[str, Any], out_path: str) -> Report:
@@ -196,7 +261,14 @@ def _report(phases: _Phases, extra: dict[str, Any], out_path: str) -> Report:
 
 
 def _build(
-    target: str | BuildSpec | None, options: BuildOptions, phases: _Phases, work: str, worker: Worker, out_path: str, extra: dict[str, Any]
+    target: str | BuildSpec | None,
+    options: BuildOptions,
+    phases: _Phases,
+    work: str,
+    worker: Worker,
+    out_path: str,
+    extra: dict[str, Any],
+    compiled: _Compiled,
 ) -> Report:
     import torch
 
@@ -297,6 +369,7 @@ def _build(
     configs = compile_mod.release_configs(options.inductor_configs, _metadata(contract, options.device), min_below_two=min_below_two)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     release_pt2 = os.path.join(work, f"{stem}.pt2")
+    compiled.ep, compiled.configs = ep, configs
     try:
         files = compile_mod.compile_files(ep, configs)
         package_mod.package_release(release_pt2, files)
@@ -345,7 +418,10 @@ def _build(
     # -- validate
     phases.start("validate")
     outcome = validate.run_validation(ep, eager_fn, contract, configs, options, phases.note, work, worker, release_pt2, twin_pt2)
-    phases.end(outcome.findings, {"samples": [g.id for g in outcome.index], "twin": outcome.twin_info, "table": outcome.table})
+    detail = {"samples": [g.id for g in outcome.index], "twin": outcome.twin_info, "table": outcome.table}
+    if outcome.reference is not None:
+        detail["reference"] = outcome.reference
+    phases.end(outcome.findings, detail)
     validation_failed = any(f.severity.value == "error" for f in outcome.findings)
 
     # -- package

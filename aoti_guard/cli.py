@@ -106,6 +106,24 @@ def cli() -> None:
 @click.option(
     "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the validation child may take per step."
 )
+@click.option(
+    "--reference",
+    type=click.Choice(["onnxruntime"]),
+    help="A second reference: export to ONNX and compare eager, AOTI and ONNX Runtime on every golden sample.",
+)
+@click.option("--keep-onnx", metavar="PATH", help="Keep the ONNX model of --reference onnxruntime here.")
+@click.option(
+    "--minify",
+    is_flag=True,
+    help="When compilation fails or AOTI alone is wrong, run PyTorch's AOTI minifier; repro in OUT.minify/.",
+)
+@click.option(
+    "--minify-timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds the minifier may take in all.",
+)
 @click.option("--json", "json_path", metavar="PATH", help="Write the build report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when the build fails.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
@@ -124,6 +142,10 @@ def build(
     rtol: float | None,
     seed: int,
     timeout: float,
+    reference: str | None,
+    keep_onnx: str | None,
+    minify: bool,
+    minify_timeout: float,
     json_path: str | None,
     quiet: bool,
     verbose: bool,
@@ -147,6 +169,7 @@ def build(
       aoti-guard build -o model.pt2
       aoti-guard build models.py:make -o model.pt2 --dynamic x:0=batch:1..64 --json build.json
       aoti-guard build models.py:make -o model.pt2 --device cuda --inductor-config max_autotune=true
+      aoti-guard build models.py:make -o model.pt2 --reference onnxruntime --minify
     """
     _check_report_path(json_path, "--json")
     from aoti_guard.builder import BuildOptions
@@ -166,9 +189,20 @@ def build(
         rtol=rtol,
         seed=seed,
         timeout_s=timeout,
+        reference=reference,
+        keep_onnx=keep_onnx,
+        minify=minify,
+        minify_timeout_s=minify_timeout,
     )
     report = run_build(target, options, _progress(quiet))
     emit_report(report, json_path=json_path, junit_path=None, verbose=verbose, quiet=quiet)
+    minified = report.extra.get("minify") or {}
+    if minified.get("repro"):
+        click.echo(
+            f"minifier: repro {minified['repro']} ({minified.get('nodes_after')} of {minified.get('nodes_before')} graph nodes)\n"
+            f"  run it:   {minified.get('run_repro')}\n  minify again: {minified.get('rerun_minifier')}",
+            err=True,
+        )
     if report.passed and not quiet:
         click.echo(
             f"wrote {report.package['path']} ({report.package.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(report.package.get('sha256', ''))[:16]}…)",

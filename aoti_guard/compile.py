@@ -111,7 +111,10 @@ def describe_compile_error(exc: BaseException) -> tuple[list[str], str]:
     lines += errors[:8]
     name = type(exc).__name__
     if name == "CppCompileError" or "CppCompileError" in text:
-        hint = "the C++ compiler rejected generated code: check the compiler named in the error is installed and new enough (g++ >= 11)"
+        hint = (
+            "the C++ compiler rejected generated code: check the compiler named in the error is installed and new enough (g++ >= 11); "
+            "if it is, this is likely an Inductor bug: --minify reduces it to a small repro"
+        )
     elif "triton" in text.lower():
         hint = "a Triton kernel failed to compile: check the GPU, the CUDA toolkit and triton versions match torch's"
     else:

@@ -9,7 +9,6 @@ Non-finite values in a compiled output fail unless allowed.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -21,9 +20,11 @@ from runtime_probe.child import ChildCrashed, ChildFailure, ChildRaised, ChildTi
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.manifest import GoldenSample, IOContract, Tolerance
 
+from . import reference_onnx
 from .contract import spec_kwarg_order
 from .golden import BUILD_TOLERANCE, Sample, derive_tolerance, make_samples
 from .references import eager_outputs, fp64_outputs, golden_payload, sample_env
+from .verdict import close_to_fp64
 
 if TYPE_CHECKING:
     from .builder import BuildOptions
@@ -141,13 +142,6 @@ def failure_finding(exc: ChildFailure, what: str, stage: str) -> Finding:
     )
 
 
-def _rmse(a: Any, b: Any) -> float:
-    import torch
-
-    d = a.detach().to(torch.float64) - b.detach().to(torch.float64)
-    return float(torch.sqrt(torch.mean(d * d)).item()) if d.numel() else 0.0
-
-
 def compare_all(
     contract: IOContract,
     samples: list[Sample],
@@ -213,9 +207,8 @@ def compare_all(
             elif not verdict and "reason" not in st and refs64 is not None and s.id in refs64:
                 r = refs64[s.id][k]
                 if isinstance(r, torch.Tensor) and r.is_floating_point():
-                    e_err, c_err = _rmse(e, r), _rmse(c, r)
+                    verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol)
                     row.update(rmse_eager_vs_fp64=e_err, rmse_compiled_vs_fp64=c_err)
-                    verdict = math.isfinite(c_err) and c_err <= 3.0 * e_err + b_atol / 10.0
             row["verdict"] = "pass" if verdict else "fail"
             result.table.append(row)
             if not verdict:
@@ -333,6 +326,7 @@ class Validation:
     golden_bytes: bytes | None = None
     index: list[Any] = field(default_factory=list)
     twin_info: dict[str, Any] | None = None
+    reference: dict[str, Any] | None = None  # the ONNX Runtime reference's detail (--reference onnxruntime)
 
 
 def run_validation(
@@ -371,65 +365,77 @@ def run_validation(
     with open(golden_path, "wb") as fh:
         fh.write(golden_all)
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    try:
-        worker.collect("facts", options.timeout_s)
-        loaded = worker.request(
-            "load", options.timeout_s, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=device_index
-        )
-        if configs.get("aot_inductor.package_constants_in_so") is False:
-            # The package carries no weights; give the child the program's own to validate with.
-            weights = {fqn: t for fqn, t in {**ep.state_dict, **ep.constants}.items() if fqn in set(loaded.get("constant_fqns") or [])}
-            weights_path = os.path.join(work, "weights.safetensors")
-            _safetensors.dump({k: v.detach().to("cpu") for k, v in weights.items()}, weights_path)
-            worker.request(
-                "load_weights", options.timeout_s, key="release", weights_path=weights_path, device=options.device, names=sorted(weights)
+    # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
+    with reference_onnx.reference(ep, work, golden_path, index_all, contract, options, note) as reference:
+        try:
+            worker.collect("facts", options.timeout_s)
+            loaded = worker.request(
+                "load", options.timeout_s, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=device_index
             )
-    except ChildFailure as exc:
-        out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
-        return out
-    note("running the compiled model in a child process")
-    compiled, run_findings, _ = compiled_outputs(
-        worker, "release", golden_path, index_all, contract, options.device, work, options.timeout_s
-    )
-    out.findings += run_findings
-    result = compare_all(contract, samples, compiled, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol)
-    out.findings += result.findings
-    out.tolerances, out.table = result.tolerances, result.table
-    if twin_pt2 is not None and not run_findings:
-        note("running the debug twin")
-        out.twin_info, twin_findings = run_twin(
-            worker,
-            twin_pt2,
-            layout.TWIN_MODEL,
-            golden_path,
-            index_all,
-            contract,
-            options.device,
-            device_index,
-            work,
-            options.timeout_s,
-            compiled,
-        )
-        out.findings += twin_findings
-    # Every sample was validated; store those that fit under the size cap, in order.
-    kept, total = [], 0
-    for s in samples:
-        size = s.nbytes()
-        if total + size > options.golden_max_bytes:
-            out.findings.append(
-                warning(
-                    "build.sample_dropped",
-                    "validate",
-                    f"golden sample {s.id} not stored: {size} bytes would pass the {options.golden_max_bytes} byte cap",
-                    hint="raise --golden-max-mb to keep it",
+            if configs.get("aot_inductor.package_constants_in_so") is False:
+                # The package carries no weights; give the child the program's own to validate with.
+                weights = {fqn: t for fqn, t in {**ep.state_dict, **ep.constants}.items() if fqn in set(loaded.get("constant_fqns") or [])}
+                weights_path = os.path.join(work, "weights.safetensors")
+                _safetensors.dump({k: v.detach().to("cpu") for k, v in weights.items()}, weights_path)
+                worker.request(
+                    "load_weights",
+                    options.timeout_s,
+                    key="release",
+                    weights_path=weights_path,
+                    device=options.device,
+                    names=sorted(weights),
                 )
+        except ChildFailure as exc:
+            out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
+            return out
+        note("running the compiled model in a child process")
+        compiled, run_findings, _ = compiled_outputs(
+            worker, "release", golden_path, index_all, contract, options.device, work, options.timeout_s
+        )
+        out.findings += run_findings
+        result = compare_all(
+            contract, samples, compiled, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol
+        )
+        out.findings += result.findings
+        out.tolerances, out.table = result.tolerances, result.table
+        if reference is not None:
+            out.reference, ref_findings = reference.judge(contract, samples, compiled, refs64, out.table)
+            out.findings += ref_findings
+        if twin_pt2 is not None and not run_findings:
+            note("running the debug twin")
+            out.twin_info, twin_findings = run_twin(
+                worker,
+                twin_pt2,
+                layout.TWIN_MODEL,
+                golden_path,
+                index_all,
+                contract,
+                options.device,
+                device_index,
+                work,
+                options.timeout_s,
+                compiled,
             )
-            continue
-        kept.append(s)
-        total += size
-    if kept:
-        out.golden_bytes, out.index = golden_payload(contract, kept)
-    return out
+            out.findings += twin_findings
+        # Every sample was validated; store those that fit under the size cap, in order.
+        kept, total = [], 0
+        for s in samples:
+            size = s.nbytes()
+            if total + size > options.golden_max_bytes:
+                out.findings.append(
+                    warning(
+                        "build.sample_dropped",
+                        "validate",
+                        f"golden sample {s.id} not stored: {size} bytes would pass the {options.golden_max_bytes} byte cap",
+                        hint="raise --golden-max-mb to keep it",
+                    )
+                )
+                continue
+            kept.append(s)
+            total += size
+        if kept:
+            out.golden_bytes, out.index = golden_payload(contract, kept)
+        return out
 
 
 def _syms(symbols: Mapping[str, int]) -> str:

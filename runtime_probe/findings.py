@@ -100,6 +100,13 @@ CODES: dict[str, str] = {
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
+    "build.compiler_suspect": "AOTInductor's output differs while eager and ONNX Runtime agree: likely a compiler problem.",
+    "build.reference_disagrees": "Eager and ONNX Runtime disagree on an output: model numerics or nondeterminism, not necessarily the compiler.",
+    "build.references_agree": "Eager, AOTInductor and ONNX Runtime agree on every output compared.",
+    "build.onnx_export_failed": "No ONNX Runtime reference: the model could not be exported to ONNX or loaded by ONNX Runtime.",
+    "build.onnx_run_failed": "ONNX Runtime could not run a golden sample: that sample has no second reference.",
+    "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
+    "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
 }
 
 

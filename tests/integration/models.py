@@ -107,3 +107,28 @@ class SqrtChain(torch.nn.Module):
 def sqrt_chain() -> Any:
     torch.manual_seed(4)
     return SqrtChain().eval(), (torch.rand(4, 8) + 0.5,)
+
+
+class ReluChain(torch.nn.Module):
+    """Pointwise ops around one relu: the target of Inductor's testing-only relu bug (kept small:
+    the minifier compiles every candidate graph)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * 2.0) + x
+
+
+def relu_chain() -> Any:
+    torch.manual_seed(4)
+    return ReluChain(), (torch.randn(8, 16),)
+
+
+class NoOnnx(torch.nn.Module):
+    """torch.special.i0 lowers to prims.bessel_i0, which the dynamo ONNX exporter cannot translate."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.i0(x) * 0.5 + x
+
+
+def no_onnx() -> Any:
+    torch.manual_seed(5)
+    return NoOnnx(), (torch.randn(4, 8),)
