@@ -16,11 +16,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runtime_probe.child import signal_name
+from runtime_probe.child import child_environment, signal_name
 
 __all__ = ["ProcResult", "Running", "python_argv", "start"]
 
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass(frozen=True)
@@ -91,14 +90,7 @@ def start(argv: Sequence[str], *, log_path: str, cwd: str | None = None, env: Ma
         env: variables to set (or, with None, unset) on top of this process's environment. The
             child always finds this very ``aoti_guard`` first on its path.
     """
-    child_env = dict(os.environ)
-    for key, value in (env or {}).items():
-        if value is None:
-            child_env.pop(key, None)
-        else:
-            child_env[key] = value
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, child_env.get("PYTHONPATH", "")) if p)
-    child_env["PYTHONUNBUFFERED"] = "1"
+    child_env = child_environment(env)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=child_env, start_new_session=True

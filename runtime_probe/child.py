@@ -74,6 +74,21 @@ class BoundedCapture:
         return data.decode("utf-8", "replace")
 
 
+def child_environment(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """This process's environment with ``env`` applied (None unsets a variable), unbuffered, and
+    with this very checkout first on PYTHONPATH, so a child imports the same runtime_probe and
+    aoti_guard also when they run from a source tree."""
+    child_env = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            child_env.pop(key, None)
+        else:
+            child_env[key] = value
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, child_env.get("PYTHONPATH", "")) if p)
+    child_env["PYTHONUNBUFFERED"] = "1"
+    return child_env
+
+
 def signal_name(returncode: int | None) -> str | None:
     if returncode is None or returncode >= 0:
         return None
@@ -185,15 +200,7 @@ class Worker:
     def __init__(
         self, env: Mapping[str, str | None] | None = None, *, python: str | None = None, cwd: str | None = None, prefix: Sequence[str] = ()
     ) -> None:
-        child_env = dict(os.environ)
-        for key, value in (env or {}).items():
-            if value is None:
-                child_env.pop(key, None)
-            else:
-                child_env[key] = value
-        # The child must import this very runtime_probe, also when it runs from a source tree.
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, child_env.get("PYTHONPATH", "")) if p)
-        child_env["PYTHONUNBUFFERED"] = "1"
+        child_env = child_environment(env)
         child_env.setdefault("PYTHONFAULTHANDLER", "1")
         self.env = child_env
         cmd_r, self._cmd_w = os.pipe()
