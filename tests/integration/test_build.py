@@ -275,3 +275,21 @@ def test_saved_exported_program_target_and_trace_dir(pkg_dir: Path, tmp_path: Pa
     assert built.returncode == 0, built.stdout + built.stderr
     assert manifest_of(built.path).io.inputs[0].name == "x"
     assert any(trace.iterdir()), "no TORCH_TRACE file was written"
+
+
+def test_compile_failure_is_a_finding(pkg_dir: Path) -> None:
+    """Inductor's testing-only bug injection makes the C++ compile fail."""
+    built = build_package(
+        pkg_dir,
+        "compile_error",
+        f"{MODELS}:relu_chain",
+        "--no-debug-twin",
+        "--inductor-config",
+        "cpp.inject_relu_bug_TESTING_ONLY=compile_error",
+    )
+    assert built.returncode == 1, built.stdout + built.stderr
+    assert built.report is not None and "build.compile_failed" in codes(built.report)
+    finding = next(f for p in built.report["phases"] for f in p["findings"] if f["code"] == "build.compile_failed")
+    assert finding["hint"] and finding["found"]
+    assert "Traceback" not in built.stderr + built.stdout
+    assert not built.path.exists()
