@@ -127,6 +127,7 @@ class SanitizerError:
     block: str | None
     address: str | None  # the address line
     errors: int | None  # ERROR SUMMARY count
+    location: str | None = None  # source file:line of the faulting instruction, when reported
 
 
 _SAN = "========="
@@ -142,19 +143,20 @@ def first_sanitizer_error(output: str) -> SanitizerError | None:
             and re.match(r"(Invalid|Out-of-range|Misaligned|Malformed|Barrier|Illegal|Uninitialized|Race|Program hit)", line)
             and not line.startswith("Program hit CUDA_ERROR_LAUNCH_FAILED")
         ):
-            kernel = thread = block = address = None
+            kernel = thread = block = address = location = None
             for follow in lines[i + 1 : i + 12]:
                 if not follow:
                     continue
-                m = re.match(r"at (.+?)(\+0x[0-9a-f]+)?(?: in .*)?$", follow)
+                m = re.match(r"at (.+?)(\+0x[0-9a-f]+)?(?: in (.*))?$", follow)
                 if m and kernel is None and not follow.startswith("at 0x"):
                     kernel = m.group(1).strip()
+                    location = m.group(3).strip() if m.group(3) else None
                 m = re.match(r"by thread \(([^)]*)\) in block \(([^)]*)\)", follow)
                 if m:
                     thread, block = m.group(1), m.group(2)
                 if follow.startswith("Address") or "is out of bounds" in follow:
                     address = address or follow
-            return SanitizerError(line, kernel, thread, block, address, int(summary.group(1)) if summary else None)
+            return SanitizerError(line, kernel, thread, block, address, int(summary.group(1)) if summary else None, location)
     return None
 
 

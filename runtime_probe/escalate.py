@@ -288,7 +288,9 @@ def _sanitizer_step(ctx: LadderContext, replay: Replay, release: str) -> list[Fi
         error(
             "run.illegal_memory_access",
             PHASE,
-            f"compute-sanitizer: {first.kind} in {first.kernel} (thread {first.thread}, block {first.block})",
+            f"compute-sanitizer: {first.kind} in {first.kernel}"
+            + (f" at {first.location}" if first.location else "")
+            + f" (thread {first.thread}, block {first.block})",
             found=first.address,
             hint=f"{first.kernel} is the faulting kernel; memcheck saw {first.errors} error(s)",
             evidence={"kernel": first.kernel, "sanitizer": first.__dict__},

@@ -66,7 +66,7 @@ def test_aoti_input_check_message_is_translated() -> None:
 
 SANITIZER = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 4 bytes
-=========     at _gather_kernel_0+0x1d0
+=========     at _gather_kernel+0x160 in cs6d7wywk4yfktfi.py:23
 =========     by thread (77,0,0) in block (0,0,0)
 =========     Address 0x7f2b40000000 is out of bounds
 =========     and is 4294950912 bytes after the nearest allocation at 0x7f2a40000000 of size 16384 bytes
@@ -80,7 +80,8 @@ def test_first_sanitizer_error() -> None:
     err = first_sanitizer_error(SANITIZER)
     assert err is not None
     assert err.kind == "Invalid __global__ read of size 4 bytes"
-    assert err.kernel == "_gather_kernel_0" and err.thread == "77,0,0" and err.block == "0,0,0"
+    assert err.kernel == "_gather_kernel" and err.location == "cs6d7wywk4yfktfi.py:23"
+    assert err.thread == "77,0,0" and err.block == "0,0,0"
     assert err.address is not None and "out of bounds" in err.address and err.errors == 4
     assert first_sanitizer_error("========= ERROR SUMMARY: 0 errors") is None
 
