@@ -24,6 +24,7 @@ examples:
   python -m runtime_probe model.pt2 --fast          container pre-flight (archive, host, load, one golden run)
   python -m runtime_probe model.pt2 --device cuda:1 --json report.json
   python -m runtime_probe model.pt2 --weights new.safetensors
+  python -m runtime_probe model.pt2 --public-key release.pub   require the release pipeline's signature
 
 exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the probe could not run
 """
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a .safetensors file: validated against the contract, then loaded in place of the package's constants",
     )
+    p.add_argument(
+        "--public-key",
+        metavar="KEY.pub",
+        help="an Ed25519 public key (PEM, from aoti-guard keygen): require a valid signature by it before anything is opened",
+    )
     p.add_argument("--fast", action="store_true", help="pre-flight: archive, host, load and one golden sample")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds each load or golden run may take (default 300)")
     p.add_argument("--json", metavar="PATH", help="write the JSON report here")
@@ -98,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         report = probe(
             args.package,
-            ProbeOptions(device=args.device, weights=args.weights, fast=args.fast, timeout_s=args.timeout),
+            ProbeOptions(device=args.device, weights=args.weights, fast=args.fast, timeout_s=args.timeout, public_key=args.public_key),
             progress_printer(args.quiet),
         )
         emit_report(report, json_path=args.json, junit_path=args.junit, verbose=args.verbose, quiet=args.quiet)

@@ -28,6 +28,8 @@ CODES: dict[str, str] = {
     "archive.hash_mismatch": "An entry's SHA-256 differs from the manifest, or an entry is missing or unlisted.",
     "archive.signature_missing": "A public key was given but the package carries no signature.",
     "archive.signature_invalid": "The manifest signature does not verify with the given public key.",
+    "archive.signature_unchecked": "The package is signed but no public key was given, so the signature was not checked.",
+    "archive.ambiguous": "The zip's byte layout is ambiguous (prepended or trailing bytes, overlapping entries, headers that disagree).",
     "archive.no_model": "The archive holds no AOTInductor model under data/aotinductor/.",
     # manifest
     "manifest.missing": "No aoti-guard manifest: a plain AOTI package; only generic checks can run.",
@@ -87,6 +89,7 @@ CODES: dict[str, str] = {
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
+    "build.sign_failed": "The package could not be signed; it was not written.",
 }
 
 

@@ -18,13 +18,15 @@ from typing import Any
 
 from . import __version__, layout
 from ._wrapper_cpp import parse_wrapper_cpp
-from .archive import Archive, check_hashes, open_archive, sha256_file
+from .archive import READ_ERRORS, Archive, open_archive, sha256_file
 from .child import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from .errors import UsageError
 from .findings import Finding, error, has_errors, info, warning
 from .host import Requirements, check_host, parent_facts, parse_device
-from .manifest import Manifest, ManifestError, parse_manifest
+from .manifest import Manifest
 from .report import PhaseResult, Report, make_phase
+from .signature import PublicKey, load_public_key
+from .trust import check_archive
 from .weights import check_weights
 
 __all__ = ["PHASES", "ProbeOptions", "probe"]
@@ -43,6 +45,8 @@ class ProbeOptions:
         timeout_s: limit for each child request (load, one golden run).
         python: the interpreter the child runs (the probe's own by default).
         env: extra environment for the child.
+        public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
+            it, checked before the manifest is believed and before anything native is opened.
     """
 
     device: str | None = None
@@ -51,6 +55,7 @@ class ProbeOptions:
     timeout_s: float = 300.0
     python: str | None = None
     env: Mapping[str, str | None] = field(default_factory=dict)
+    public_key: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]
@@ -68,6 +73,7 @@ class _Ctx:
     host: dict[str, Any] = field(default_factory=dict)
     golden_valid: bool = True
     tmp: str = ""
+    public_key: PublicKey | None = None
 
 
 def probe(path: str | os.PathLike[str], options: ProbeOptions = ProbeOptions(), progress: ProgressFn | None = None) -> Report:
@@ -86,6 +92,8 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions = ProbeOptions(), 
         raise UsageError(f"no weights file {options.weights}", hint="--weights takes a .safetensors file")
     say = progress or (lambda phase, event: None)
     ctx = _Ctx(fspath, options)
+    if options.public_key is not None:
+        ctx.public_key = load_public_key(options.public_key)  # a bad key file is a usage error, before any work
     results: list[PhaseResult] = []
     with tempfile.TemporaryDirectory(prefix="runtime-probe-") as tmp:
         ctx.tmp = tmp
@@ -151,33 +159,10 @@ def _archive(ctx: _Ctx) -> Phase:
                 hint="this is not an AOTI package (a saved ExportedProgram?); build it with aoti-guard build",
             )
         )
-    if archive.has(layout.MANIFEST):
-        try:
-            ctx.manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
-        except ManifestError as exc:
-            findings.append(
-                error(
-                    exc.code,
-                    "archive",
-                    str(exc),
-                    found=exc.found,
-                    hint="the manifest was damaged or written by a newer aoti-guard; rebuild or upgrade runtime_probe",
-                )
-            )
-        except ValueError as exc:
-            findings.append(error("manifest.invalid", "archive", f"the manifest cannot be read: {exc}", hint="rebuild the package"))
-    else:
-        findings.append(
-            warning(
-                "manifest.missing",
-                "archive",
-                "no aoti-guard manifest: a plain AOTI package; only generic checks run",
-                hint="build it with aoti-guard build to get contract, hash and golden checks",
-            )
-        )
-    if ctx.manifest is not None:
-        findings += check_hashes(archive, ctx.manifest.hashes)
-        detail["hashes_checked"] = len(ctx.manifest.hashes)
+    trust = check_archive(archive, ctx.public_key)
+    ctx.manifest = trust.manifest
+    findings += trust.findings
+    detail.update(trust.detail)
     ok = not has_errors(findings)
     if ok:
         _start_worker(ctx)
@@ -203,8 +188,8 @@ def _package_device(ctx: _Ctx) -> str:
             try:
                 meta = json.loads(ctx.archive.read(e.rel, max_bytes=1 << 20))
                 return str(meta.get("AOTI_DEVICE_KEY", "cpu"))
-            except (ValueError, AttributeError):
-                continue
+            except (*READ_ERRORS, AttributeError, RecursionError):
+                continue  # a plain package has no hashes: its files may be damaged
     return "cpu"
 
 
@@ -216,7 +201,7 @@ def _plain_requirements(ctx: _Ctx) -> Requirements:
         if e.rel.endswith(".wrapper.cpp"):
             try:
                 facts = parse_wrapper_cpp(ctx.archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
-            except ValueError:
+            except READ_ERRORS:
                 continue
             from ._cpu import flags_from_mflags
 
@@ -244,6 +229,10 @@ def _child_finding(exc: ChildFailure, what: str, stage: str, ctx: _Ctx) -> Findi
     if isinstance(exc, ChildCrashed):
         sig = exc.signal or f"exit code {exc.returncode}"
         hint = "the native code crashed: see evidence.native and evidence.python_stack"
+        if exc.signal == "SIGKILL":
+            # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's
+            # memory limit, or an operator) did.
+            hint = "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size"
         if (
             ctx.manifest is not None
             and ctx.manifest.inductor_configs.get("aot_inductor.package_constants_in_so") == "False"
