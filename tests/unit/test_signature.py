@@ -301,3 +301,20 @@ def test_cli_keygen_sign_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert "archive.hash_mismatch" in err and "Traceback" not in err
     assert os.stat(key).st_mode & 0o077 == 0
+
+
+def test_without_cryptography_the_pure_verifier_decides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    """On a host where cryptography cannot be imported at all (not just switched off)."""
+    import sys
+
+    private, public = keys
+    good = make_package(tmp_path / "good.pt2")
+    sign_package(good, load_private_key(private))
+    other = make_package(tmp_path / "other.pt2")
+    sign_package(other, load_private_key(generate_key(tmp_path / "other.key").private))
+    for name in ("cryptography", "cryptography.exceptions", "cryptography.hazmat.primitives.asymmetric.ed25519"):
+        monkeypatch.setitem(sys.modules, name, None)  # any import of it now raises ImportError
+    assert backend() == "pure-python"
+    check = trust(good, public)
+    assert codes(check) == [] and check.detail["signature"]["backend"] == "pure-python"
+    assert codes(trust(other, public)) == ["archive.signature_invalid"]
