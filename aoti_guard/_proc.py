@@ -21,7 +21,6 @@ from runtime_probe.child import child_environment, signal_name
 __all__ = ["ProcResult", "Running", "python_argv", "start"]
 
 
-
 @dataclass(frozen=True)
 class ProcResult:
     """How a helper process ended. ``output`` is the tail of its combined stdout and stderr."""

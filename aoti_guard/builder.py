@@ -20,7 +20,7 @@ from typing import Any
 from runtime_probe import __version__, layout
 from runtime_probe.archive import sha256_file
 from runtime_probe.child import Worker
-from runtime_probe.errors import ToolError, UsageError
+from runtime_probe.errors import GuardError, ToolError, UsageError
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.manifest import MANIFEST_SCHEMA_VERSION, IOContract
 from runtime_probe.report import PhaseResult, Report, make_phase
@@ -33,6 +33,7 @@ from . import validate
 from .assemble import assemble, summary
 from .dynamic import dynamic_shapes_from_flags, parse_dynamic
 from .reference_onnx import REFERENCES
+from .signing import SigningKey, SignResult, load_private_key, sign_package
 from .spec import BuildSpec
 from .target import FactoryError, describe_exception, resolve_target
 
@@ -64,6 +65,7 @@ class BuildOptions:
     keep_onnx: str | None = None  # where to keep the exported .onnx (needs reference)
     minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
     minify_timeout_s: float = 300.0
+    sign_key: str | None = None  # an Ed25519 private key file: sign the package before it is written
 
 
 def check_options(options: BuildOptions) -> None:
@@ -201,6 +203,8 @@ def build(target: str | BuildSpec | None, options: BuildOptions, progress: Progr
         UsageError: bad options or a TARGET that names nothing.
     """
     check_options(options)
+    # Loaded before the slow work: a missing or wrong key is a usage error now, not after compiling.
+    signer = load_private_key(options.sign_key) if options.sign_key is not None else None
     if options.trace_dir:
         _set_trace_dir(options.trace_dir)
     phases = _Phases(progress)
@@ -213,7 +217,7 @@ def build(target: str | BuildSpec | None, options: BuildOptions, progress: Progr
         # Started first so that its torch import overlaps with export and compile.
         worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1"})
         worker.submit("facts")
-        report = _build(target, options, phases, work, worker, out_path, extra, compiled)
+        report = _build(target, options, phases, work, worker, out_path, extra, compiled, signer)
         if options.minify:
             worker.close()  # its memory is better spent on the minifier's compiles
             _minify_phase(phases, compiled, options, work, extra)
@@ -269,6 +273,7 @@ def _build(
     out_path: str,
     extra: dict[str, Any],
     compiled: _Compiled,
+    signer: SigningKey | None = None,
 ) -> Report:
     import torch
 
@@ -433,10 +438,16 @@ def _build(
             [error("build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions")]
         )
         return _report(phases, extra, out_path)
+    notes: list[Finding] = []
+    if signer is not None and not validation_failed:
+        signed = sign_release(release_pt2, signer)
+        if isinstance(signed, Finding):
+            phases.end([signed])  # never write an unsigned package where a signed one was asked for
+            return _report(phases, extra, out_path)
+        extra["signature"] = {"key_id": signed.key_id, "manifest_sha256": signed.manifest_sha256}
     final = os.path.splitext(out_path)[0] + ".rejected.pt2" if validation_failed else out_path
     os.replace(release_pt2, final)
     extra.update(written=not validation_failed, output=final, manifest_summary=summary(manifest))
-    notes = []
     if validation_failed:
         notes.append(
             warning(
@@ -446,8 +457,21 @@ def _build(
                 hint="do not ship it; see the validate phase",
             )
         )
-    phases.end(notes, {"path": final})
+    phases.end(notes, {"path": final, "signed_by": extra.get("signature", {}).get("key_id")})
     return _report(phases, extra, out_path if not validation_failed else final)
+
+
+def sign_release(path: str, signer: SigningKey) -> SignResult | Finding:
+    """Sign the finished package; a failure is a ``build.sign_failed`` finding."""
+    try:
+        return sign_package(path, signer)
+    except GuardError as exc:
+        return error(
+            "build.sign_failed",
+            "package",
+            f"signing the package failed: {exc.message}",
+            hint=exc.hint or "check the key and free disk space; the unsigned package was not written",
+        )
 
 
 def _export_hint(exc: BaseException) -> str:

@@ -64,6 +64,8 @@ def cli() -> None:
     build    export + compile a model into one validated, self-describing .pt2
     probe    check a .pt2 on this host: archive, host, load, constants, golden outputs
     inspect  show what a .pt2 holds (manifest, models, kernels, constants)
+    keygen   create an Ed25519 release key pair (KEY and KEY.pub)
+    sign     sign a .pt2's manifest (which holds every entry's hash) with a release key
 
     Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
     """
@@ -124,6 +126,12 @@ def cli() -> None:
     show_default=True,
     help="Seconds the minifier may take in all.",
 )
+@click.option(
+    "--sign-key",
+    type=click.Path(dir_okay=False),
+    metavar="KEY",
+    help="Sign the package with this Ed25519 private key (from aoti-guard keygen); a build that cannot sign fails.",
+)
 @click.option("--json", "json_path", metavar="PATH", help="Write the build report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when the build fails.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
@@ -146,6 +154,7 @@ def build(
     keep_onnx: str | None,
     minify: bool,
     minify_timeout: float,
+    sign_key: str | None,
     json_path: str | None,
     quiet: bool,
     verbose: bool,
@@ -193,7 +202,10 @@ def build(
         keep_onnx=keep_onnx,
         minify=minify,
         minify_timeout_s=minify_timeout,
+        sign_key=sign_key,
     )
+    if sign_key is not None:
+        _key_warnings(sign_key)
     report = run_build(target, options, _progress(quiet))
     emit_report(report, json_path=json_path, junit_path=None, verbose=verbose, quiet=quiet)
     minified = report.extra.get("minify") or {}
@@ -224,6 +236,12 @@ def build(
 )
 @click.option(
     "--inputs-device", metavar="D", help="Place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())."
+)
+@click.option(
+    "--public-key",
+    type=click.Path(dir_okay=False),
+    metavar="KEY.pub",
+    help="Require a valid signature by this Ed25519 public key, checked before anything in the package is trusted.",
 )
 @click.option("--fast", is_flag=True, help="Pre-flight only: archive, host, load, one golden sample.")
 @click.option("--all-devices", is_flag=True, help="Probe every visible GPU in parallel: one child per device, a report section per device.")
@@ -269,6 +287,7 @@ def probe(
     weights: str | None,
     inputs: str | None,
     inputs_device: str | None,
+    public_key: str | None,
     fast: bool,
     all_devices: bool,
     no_escalate: bool,
@@ -344,6 +363,7 @@ def probe(
         escalate=not no_escalate,
         escalate_timeout_s=escalate_timeout,
         all_devices=all_devices,
+        public_key=public_key,
     )
     report = run_probe(
         package,
@@ -370,6 +390,64 @@ def inspect(package: str, as_json: bool) -> None:
     else:
         click.echo(render_inspection(data), nl=False)
     sys.exit(0 if not data.get("problems") else 1)
+
+
+def _key_warnings(path: str) -> None:
+    from aoti_guard.signing import load_private_key
+
+    for message in load_private_key(path).warnings:
+        click.echo(f"warning: {message}", err=True)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("key", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace an existing KEY / KEY.pub.")
+def keygen(key: str, force: bool) -> None:
+    """Create an Ed25519 release key: the private key in KEY (mode 0600), the public key in KEY.pub.
+
+    \b
+    Keep KEY secret (a CI secret, never in the repository); ship KEY.pub with the serving image:
+      aoti-guard keygen release.key
+      aoti-guard build -o model.pt2 --sign-key release.key
+      python -m runtime_probe model.pt2 --public-key release.key.pub
+    """
+    from aoti_guard.signing import generate_key
+
+    files = generate_key(key, force=force)
+    click.echo(f"wrote {files.private} (private, mode 0600) and {files.public} (public)")
+    click.echo(f"key id {files.key_id}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("package", type=click.Path(dir_okay=False))
+@click.option(
+    "--key", "key", required=True, type=click.Path(dir_okay=False), metavar="KEY", help="The Ed25519 private key (from aoti-guard keygen)."
+)
+def sign(package: str, key: str) -> None:
+    """Sign PACKAGE in place with KEY (an earlier signature is replaced).
+
+    The signature covers the manifest's exact bytes, and the manifest holds the SHA-256 of every
+    other entry. The package must pass its own archive checks first (safe zip, valid manifest,
+    every hash matching): a damaged package is refused (exit 1), never signed.
+    """
+    from aoti_guard.signing import load_private_key, sign_package
+    from runtime_probe.errors import PackageRejected
+    from runtime_probe.findings import Finding, Severity
+    from runtime_probe.report import format_finding
+
+    signing_key = load_private_key(key)
+    for message in signing_key.warnings:
+        click.echo(f"warning: {message}", err=True)
+    try:
+        result = sign_package(package, signing_key)
+    except PackageRejected as exc:
+        click.echo(f"error: {exc}", err=True)
+        for finding in exc.findings:
+            if isinstance(finding, Finding) and finding.severity is not Severity.INFO:
+                click.echo("  " + format_finding(finding).replace("\n", "\n  "), err=True)
+        sys.exit(1)
+    replaced = f" (replaced a signature by {result.replaced})" if result.replaced else ""
+    click.echo(f"signed {result.path} with key {result.key_id}{replaced}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

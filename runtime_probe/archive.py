@@ -9,18 +9,26 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import struct
 import zipfile
+import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import layout
+from ._zipcheck import EndProblem, layout_problems, read_end
 from .errors import UsageError
 from .findings import Finding, error
 
-__all__ = ["Archive", "Entry", "Limits", "check_hashes", "open_archive", "sha256_file"]
+__all__ = ["READ_ERRORS", "Archive", "Entry", "Limits", "check_hashes", "open_archive", "sha256_file", "unsafe_name"]
 
 PHASE = "archive"
 _CHUNK = 1024 * 1024
+MAX_ENTRY_FINDINGS = 20
+# What reading a damaged entry can raise (bad CRC, corrupt deflate stream, short file...): a
+# finding for the caller, never a traceback.
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, NotImplementedError, RuntimeError)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class Limits:
     """Zip-bomb guards. AOTI packages are stored (not compressed), so ratios stay near 1."""
 
     max_entries: int = 100_000
+    max_directory_bytes: int = 32 * 1024**2  # ~150,000 entries of torch-length names
     max_entry_bytes: int = 64 * 1024**3
     max_total_bytes: int = 256 * 1024**3
     max_ratio: float = 200.0  # uncompressed / compressed, for compressed entries
@@ -120,6 +129,27 @@ class Archive:
             while chunk := fh.read(_CHUNK):
                 yield chunk
 
+    def check_readable(self) -> list[Finding]:
+        """Read every entry to its end, so zipfile checks its CRC and size: all a package without
+        hashes can prove before native code opens it (torch's extractor would fail later, or not)."""
+        findings: list[Finding] = []
+        for rel in sorted(self.entries):
+            try:
+                for _ in self.iter_chunks(rel):
+                    pass
+            except READ_ERRORS as exc:
+                findings.append(
+                    error(
+                        "archive.unreadable",
+                        PHASE,
+                        f"entry {rel[:200]} cannot be read: {str(exc)[:200]}",
+                        hint="the file is corrupted; copy it again",
+                    )
+                )
+                if len(findings) >= MAX_ENTRY_FINDINGS:
+                    break
+        return findings
+
     def sha256(self, rel: str) -> str:
         h = hashlib.sha256()
         for chunk in self.iter_chunks(rel):
@@ -141,7 +171,7 @@ class Archive:
                         fout.write(chunk)
 
 
-def _unsafe_name(name: str) -> str | None:
+def unsafe_name(name: str) -> str | None:
     """Why an entry name is unsafe to have in a package, or None."""
     if not name or "\x00" in name:
         return "has an empty name or a NUL byte"
@@ -175,20 +205,42 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
         raise UsageError(f"{fspath} is not a regular file", hint="pass the .pt2 file, not a folder")
 
     findings: list[Finding] = []
+    unreadable = error(
+        "archive.unreadable",
+        PHASE,
+        "",
+        expected="a .pt2 zip archive",
+        found=f"{st.st_size} bytes that are not a complete zip",
+        hint="the file may be truncated or not a package; copy it again and compare its sha256 with the release",
+    )
+    try:
+        with open(fspath, "rb") as fh:
+            end = read_end(fh, st.st_size)
+    except (OSError, ValueError, OverflowError, struct.error) as exc:
+        end = EndProblem("unreadable", f"cannot be read: {exc}")
+    if isinstance(end, EndProblem):
+        if end.kind == "unreadable":
+            findings.append(replace(unreadable, message=f"{os.path.basename(fspath)} is not a readable zip archive: it {end.text}"))
+        else:
+            findings.append(_ambiguous(end.text))
+        return None, findings
+    if end.entries > limits.max_entries or end.cd_size > limits.max_directory_bytes:
+        findings.append(
+            error(
+                "archive.too_large",
+                PHASE,
+                f"archive declares {end.entries} entries in a {end.cd_size}-byte central directory",
+                expected=f"at most {limits.max_entries} entries and {limits.max_directory_bytes} bytes",
+                found=f"{end.entries} entries, {end.cd_size} bytes",
+                hint="this is not a package aoti-guard built",
+            )
+        )
+        return None, findings
     try:
         zf = zipfile.ZipFile(fspath, "r")
         infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, OverflowError, IndexError) as exc:
-        findings.append(
-            error(
-                "archive.unreadable",
-                PHASE,
-                f"{os.path.basename(fspath)} is not a readable zip archive: {exc}",
-                expected="a .pt2 zip archive",
-                found=f"{st.st_size} bytes that are not a complete zip",
-                hint="the file may be truncated or not a package; copy it again and compare its sha256 with the release",
-            )
-        )
+    except (*READ_ERRORS, zipfile.LargeZipFile, OverflowError, IndexError, KeyError, struct.error) as exc:
+        findings.append(replace(unreadable, message=f"{os.path.basename(fspath)} is not a readable zip archive: {str(exc)[:300]}"))
         return None, findings
 
     if len(infos) > limits.max_entries:
@@ -205,9 +257,20 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
         zf.close()
         return None, findings
 
-    roots = {i.filename.split("/", 1)[0] for i in infos if "/" in i.filename}
-    top_files = [i.filename for i in infos if "/" not in i.filename.rstrip("/") and not i.is_dir()]
-    root = max(roots, key=lambda r: sum(1 for i in infos if i.filename.startswith(r + "/"))) if roots else ""
+    try:
+        with open(fspath, "rb") as fh:
+            problems = layout_problems(fh, infos, end)
+    except (OSError, ValueError, OverflowError, struct.error) as exc:
+        problems = [f"cannot be read byte by byte: {exc}"]
+    if problems:
+        findings.extend(_ambiguous(p) for p in problems)
+        zf.close()
+        return None, findings
+
+    # Counted in one pass: a zip with 100,000 entries under 100,000 roots must not cost 10**10 steps.
+    per_root = Counter(i.filename.split("/", 1)[0] for i in infos if "/" in i.filename)
+    roots = set(per_root)
+    root = max(sorted(roots), key=lambda r: per_root[r]) if roots else ""
     if not root:
         findings.append(
             error(
@@ -225,62 +288,30 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
     entries: dict[str, Entry] = {}
     seen: set[str] = set()
     total = 0
+    bad: list[Finding] = []  # per-entry problems; a hostile zip can have 100,000 of them
     for i in infos:
         name = i.filename
         if name.endswith("/") and i.file_size == 0:
             continue  # a directory record carries no data
-        why = _unsafe_name(name)
-        if why is None and name in seen:
-            why = "appears twice (a later copy could shadow the checked one)"
-        if why is None and i.create_system == 3 and stat.S_ISLNK(i.external_attr >> 16):
-            why = "is a symbolic link"
-        if why is None and i.flag_bits & 0x1:
-            why = "is encrypted"
-        if why is None and not name.startswith(root + "/"):
-            why = f"is outside the root folder {root!r}"
+        problem = _entry_problem(i, root, seen, limits)
         seen.add(name)
-        if why is not None:
-            findings.append(
-                error(
-                    "archive.unsafe_entry",
-                    PHASE,
-                    f"entry {name[:200]!r} {why}",
-                    expected=f"entries under {root}/ with plain relative names",
-                    found=name[:200],
-                    hint="do not load this package: it was not produced by a trusted build; rebuild it",
-                )
-            )
-            continue
-        if i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            findings.append(
-                error(
-                    "archive.unsafe_entry",
-                    PHASE,
-                    f"entry {name!r} uses compression method {i.compress_type}",
-                    expected="stored or deflated",
-                    found=str(i.compress_type),
-                    hint="rebuild the package",
-                )
-            )
-            continue
-        ratio = i.file_size / max(i.compress_size, 1)
-        if i.file_size > limits.max_entry_bytes or (
-            i.compress_type != zipfile.ZIP_STORED and ratio > limits.max_ratio and i.file_size > 1024 * 1024
-        ):
-            findings.append(
-                error(
-                    "archive.too_large",
-                    PHASE,
-                    f"entry {name!r} expands to {i.file_size} bytes from {i.compress_size}",
-                    expected=f"at most {limits.max_entry_bytes} bytes and a ratio under {limits.max_ratio:g}",
-                    found=f"{i.file_size} bytes, ratio {ratio:.0f}",
-                    hint="a zip bomb or a corrupted archive; do not unpack it",
-                )
-            )
+        if problem is not None:
+            bad.append(problem)
             continue
         total += i.file_size
         rel = name[len(root) + 1 :]
         entries[rel] = Entry(name, rel, i.file_size, i.compress_size, i.compress_type)
+    findings += bad[:MAX_ENTRY_FINDINGS]
+    if len(bad) > MAX_ENTRY_FINDINGS:
+        findings.append(
+            error(
+                bad[-1].code,
+                PHASE,
+                f"... and {len(bad) - MAX_ENTRY_FINDINGS} more entries like these",
+                found=f"{len(bad)} bad entries",
+                hint="do not load this package: it was not produced by a trusted build",
+            )
+        )
     if total > limits.max_total_bytes:
         findings.append(
             error(
@@ -292,29 +323,65 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
                 hint="a zip bomb or a corrupted archive",
             )
         )
-    for name in top_files:
-        findings.append(
-            error(
-                "archive.unsafe_entry",
-                PHASE,
-                f"entry {name!r} is outside the root folder {root!r}",
-                expected=f"entries under {root}/",
-                found=name,
-                hint="do not load this package: rebuild it",
-            )
-        )
-    for other in sorted(roots - {root}):
-        findings.append(
-            error(
-                "archive.unsafe_entry",
-                PHASE,
-                f"entries under a second root folder {other!r}",
-                expected=f"one root folder {root!r}",
-                found=other,
-                hint="torch's loader may pick files from either root; rebuild the package",
-            )
-        )
     return Archive(fspath, zf, root, entries), findings
+
+
+def _entry_problem(i: zipfile.ZipInfo, root: str, seen: set[str], limits: Limits) -> Finding | None:
+    """Why one entry cannot be part of a package (unsafe name, link, bomb...), or None."""
+    name = i.filename
+    why = unsafe_name(i.orig_filename)  # orig_filename keeps what follows a NUL byte
+    if why is None and name in seen:
+        why = "appears twice (a later copy could shadow the checked one)"
+    if why is None and i.create_system == 3 and stat.S_ISLNK(i.external_attr >> 16):
+        why = "is a symbolic link"
+    if why is None and i.flag_bits & 0x1:
+        why = "is encrypted"
+    if why is None and not name.startswith(root + "/"):
+        why = f"is outside the root folder {root!r}"
+    if why is None and i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        why = f"uses compression method {i.compress_type} (expected stored or deflated)"
+    if why is not None:
+        return error(
+            "archive.unsafe_entry",
+            PHASE,
+            f"entry {name[:200]!r} {why}",
+            expected=f"entries under {root}/ with plain relative names",
+            found=name[:200],
+            hint="do not load this package: it was not produced by a trusted build; rebuild it",
+        )
+    if i.compress_type == zipfile.ZIP_STORED and i.file_size != i.compress_size:
+        return error(
+            "archive.unreadable",
+            PHASE,
+            f"entry {name[:200]!r} is stored uncompressed but declares {i.file_size} bytes for {i.compress_size} stored",
+            expected="equal sizes",
+            found=f"{i.file_size} != {i.compress_size}",
+            hint="the archive is corrupted or crafted; do not load it",
+        )
+    ratio = i.file_size / max(i.compress_size, 1)
+    if i.file_size > limits.max_entry_bytes or (
+        i.compress_type != zipfile.ZIP_STORED and ratio > limits.max_ratio and i.file_size > 1024 * 1024
+    ):
+        return error(
+            "archive.too_large",
+            PHASE,
+            f"entry {name[:200]!r} expands to {i.file_size} bytes from {i.compress_size}",
+            expected=f"at most {limits.max_entry_bytes} bytes and a ratio under {limits.max_ratio:g}",
+            found=f"{i.file_size} bytes, ratio {ratio:.0f}",
+            hint="a zip bomb or a corrupted archive; do not unpack it",
+        )
+    return None
+
+
+def _ambiguous(problem: str) -> Finding:
+    return error(
+        "archive.ambiguous",
+        PHASE,
+        f"the zip {problem}",
+        expected="one unambiguous layout, as torch and zipfile write it",
+        found=problem[:200],
+        hint="do not load this package: zip readers could disagree on what it holds; fetch the released file again",
+    )
 
 
 def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
@@ -335,7 +402,7 @@ def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
             continue
         try:
             actual = archive.sha256(rel)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except READ_ERRORS as exc:
             findings.append(
                 error("archive.unreadable", PHASE, f"entry {rel} cannot be read: {exc}", hint="the file is corrupted; copy it again")
             )

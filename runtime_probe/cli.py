@@ -26,6 +26,7 @@ examples:
   python -m runtime_probe model.pt2 --weights new.safetensors
   python -m runtime_probe model.pt2 --inputs request.safetensors   replay inputs; a failure climbs the escalation ladder
   python -m runtime_probe model.pt2 --all-devices                  every visible GPU, in parallel
+  python -m runtime_probe model.pt2 --public-key release.pub   require the release pipeline's signature
 
 exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the probe could not run
 """
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="D",
         help="place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())",
     )
+    p.add_argument(
+        "--public-key",
+        metavar="KEY.pub",
+        help="an Ed25519 public key (PEM, from aoti-guard keygen): require a valid signature by it before anything is opened",
+    )
     p.add_argument("--fast", action="store_true", help="pre-flight: archive, host, load and one golden sample")
     p.add_argument(
         "--all-devices", action="store_true", help="probe every visible GPU in parallel, one child per device, a report section per device"
@@ -129,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             escalate=not args.no_escalate,
             escalate_timeout_s=args.escalate_timeout,
             all_devices=args.all_devices,
+            public_key=args.public_key,
         )
         report = probe(args.package, options, progress_printer(args.quiet))
         emit_report(report, json_path=args.json, junit_path=args.junit, verbose=args.verbose, quiet=args.quiet)

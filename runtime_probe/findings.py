@@ -28,6 +28,8 @@ CODES: dict[str, str] = {
     "archive.hash_mismatch": "An entry's SHA-256 differs from the manifest, or an entry is missing or unlisted.",
     "archive.signature_missing": "A public key was given but the package carries no signature.",
     "archive.signature_invalid": "The manifest signature does not verify with the given public key.",
+    "archive.signature_unchecked": "The package is signed but no public key was given, so the signature was not checked.",
+    "archive.ambiguous": "The zip's byte layout is ambiguous (prepended or trailing bytes, overlapping entries, headers that disagree).",
     "archive.no_model": "The archive holds no AOTInductor model under data/aotinductor/.",
     # manifest
     "manifest.missing": "No aoti-guard manifest: a plain AOTI package; only generic checks can run.",
@@ -107,6 +109,7 @@ CODES: dict[str, str] = {
     "build.onnx_run_failed": "ONNX Runtime could not run a golden sample: that sample has no second reference.",
     "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
     "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
+    "build.sign_failed": "The package could not be signed; it was not written.",
 }
 
 

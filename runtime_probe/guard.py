@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _symexpr, layout
-from .archive import check_hashes, open_archive
+from .archive import open_archive
 from .errors import ConstantsContractError, InputContractError, PackageRejected, UsageError
 from .findings import error, has_errors
 from .host import parse_device
-from .manifest import Dim, InputSpec, Manifest, ManifestError, parse_manifest
+from .manifest import Dim, InputSpec, Manifest
+from .signature import load_public_key
+from .trust import check_archive
 from .twin import materialize_twin
 
 __all__ = ["GuardedModel", "load"]
@@ -35,7 +37,12 @@ _MISSING = object()
 
 
 def load(
-    path: str | os.PathLike[str], device: str | None = None, *, model: str = layout.RELEASE_MODEL, verify: bool = True
+    path: str | os.PathLike[str],
+    device: str | None = None,
+    *,
+    model: str = layout.RELEASE_MODEL,
+    verify: bool = True,
+    public_key: str | os.PathLike[str] | None = None,
 ) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
@@ -44,31 +51,39 @@ def load(
         device: "cpu", "cuda" or "cuda:N"; default: the device it was built for.
         model: "model" (the release model) or "debug_twin" (the sanitized twin).
         verify: check every entry's SHA-256 against the manifest first (reads the whole file).
+        public_key: an Ed25519 public key file (PEM, from ``aoti-guard keygen``): the package must
+            carry a valid signature by it (checked before the manifest's hashes are believed).
 
     Raises:
-        PackageRejected: unsafe archive, hash mismatch, or no manifest (``.findings`` says which).
-        UsageError: a bad device string or model name.
+        PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
+            manifest (``.findings`` says which).
+        UsageError: a bad device string, model name or public key file.
     """
     fspath = os.fspath(path)
+    key = None
+    if public_key is not None:
+        if not verify:
+            raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
+        key = load_public_key(public_key)
     archive, findings = open_archive(fspath)
     if archive is None:
         raise PackageRejected(f"{fspath} is not a usable package", findings)
     with archive:
-        if not archive.has(layout.MANIFEST):
+        trust = check_archive(archive, key, verify_hashes=verify)
+        findings += trust.findings
+        if has_errors(findings):
+            first = next(f for f in findings if f.severity.value == "error")
+            raise PackageRejected(
+                f"{fspath} failed its archive checks: {first.code}: {first.message}",
+                findings,
+                hint="do not load it: fetch the released file again",
+            )
+        manifest = trust.manifest
+        if manifest is None:
             raise PackageRejected(
                 f"{fspath} has no aoti-guard manifest",
                 [error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
                 hint="build it with aoti-guard build",
-            )
-        try:
-            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
-        except ManifestError as exc:
-            raise PackageRejected(f"{fspath}: {exc}", [error(exc.code, "archive", str(exc))]) from None
-        if verify:
-            findings += check_hashes(archive, manifest.hashes)
-        if has_errors(findings):
-            raise PackageRejected(
-                f"{fspath} failed its archive checks: {findings[0].message}", findings, hint="do not load it: fetch the released file again"
             )
         device_type, index = manifest.target.device_type, None
         if device is not None:

@@ -13,8 +13,10 @@ from typing import Any
 
 from . import _elf, layout
 from ._wrapper_cpp import parse_wrapper_cpp
-from .archive import open_archive, sha256_file
-from .manifest import ManifestError, manifest_to_dict, parse_manifest
+from .archive import READ_ERRORS, open_archive, sha256_file
+from .manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
+from .manifest_rules import check_manifest
+from .signature import SignatureFormatError, parse_signature
 
 __all__ = ["inspect_package", "render_inspection"]
 
@@ -39,7 +41,13 @@ def inspect_package(path: str) -> dict[str, Any]:
         data["models"] = {name: _model(archive, layout.model_dir(name)) for name in archive.models()}
         if archive.has(layout.MANIFEST):
             try:
-                manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
+                manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+            except ManifestError as exc:
+                data["problems"].append({"code": exc.code, "message": str(exc)})
+            except READ_ERRORS as exc:
+                data["problems"].append({"code": "manifest.invalid", "message": f"the manifest cannot be read: {str(exc)[:300]}"})
+            else:
+                data["problems"] += [f.to_dict() for f in check_manifest(manifest, archive)]
                 data["manifest"] = manifest_to_dict(manifest)
                 if manifest.debug_twin is not None:
                     data["debug_twin"] = {
@@ -47,11 +55,17 @@ def inspect_package(path: str) -> dict[str, Any]:
                         "model_name": manifest.debug_twin.model_name,
                         "stored_under": manifest.debug_twin.entry_prefix,
                     }
-            except ManifestError as exc:
-                data["problems"].append({"code": exc.code, "message": str(exc)})
         else:
             data["missing"] = WITHOUT_MANIFEST
         data["signed"] = archive.has(layout.SIGNATURE)
+        if data["signed"]:
+            try:
+                entry = parse_signature(archive.read(layout.SIGNATURE, max_bytes=64 * 1024))
+                data["signature"] = {"algorithm": entry.algorithm[:40], "key_id": entry.key_id[:80]}
+            except (SignatureFormatError, *READ_ERRORS) as exc:
+                data["problems"].append(
+                    {"code": "archive.signature_invalid", "message": f"the signature entry cannot be used: {str(exc)[:200]}"}
+                )
     return data
 
 
@@ -61,7 +75,10 @@ def _model(archive: Any, prefix: str) -> dict[str, Any]:
         out["files"].append(e.rel[len(prefix) :])
         try:
             if e.rel.endswith("_metadata.json") and "metadata" not in out:
-                out["metadata"] = json.loads(archive.read(e.rel, max_bytes=1 << 20))
+                meta = json.loads(archive.read(e.rel, max_bytes=1 << 20))
+                if not isinstance(meta, dict):
+                    raise ValueError("the AOTI metadata is not a JSON object")
+                out["metadata"] = {str(k): str(v)[:500] for k, v in meta.items()}
             elif e.rel.endswith(".wrapper.cpp"):
                 facts = parse_wrapper_cpp(archive.read(e.rel, max_bytes=256 << 20).decode("utf-8", "replace"))
                 out["constants"] = [
@@ -92,8 +109,8 @@ def _model(archive: Any, prefix: str) -> dict[str, Any]:
                 out["kernels"].append(
                     {"file": e.rel[len(prefix) :], "images": [f"{k}:{a}" for k, a in _elf.fatbin_entries(archive.view(e.rel))]}
                 )
-        except (ValueError, _elf.ElfError) as exc:
-            out.setdefault("unreadable", []).append(f"{e.rel}: {exc}")
+        except (*READ_ERRORS, _elf.ElfError, RecursionError) as exc:
+            out.setdefault("unreadable", []).append(f"{e.rel}: {str(exc)[:300]}")
     return out
 
 
@@ -153,7 +170,8 @@ def render_inspection(data: dict[str, Any]) -> str:
         lines.append(
             f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + ')' if tw else 'none'}"
         )
-        lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'yes' if data.get('signed') else 'no'}")
+        signer = (data.get("signature") or {}).get("key_id")
+        lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'by ' + signer if signer else 'yes' if data.get('signed') else 'no'}")
     else:
         lines.append("manifest none: a plain AOTI package. Missing:")
         lines += [f"  - {item}" for item in data.get("missing", [])]

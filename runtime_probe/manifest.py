@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 MANIFEST_SCHEMA_VERSION = "1.0"
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+# A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 
 class ManifestError(ValueError):

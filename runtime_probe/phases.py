@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 from . import _safetensors, layout
 from ._diagnose import input_check
 from ._wrapper_cpp import parse_wrapper_cpp
-from .archive import Archive, check_hashes, open_archive
+from .archive import READ_ERRORS, Archive, open_archive
 from .child import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from .escalate import Replay
 from .findings import Finding, error, has_errors, info, warning
 from .host import Requirements, check_host, parent_facts
-from .manifest import Manifest, ManifestError, parse_manifest
+from .manifest import Manifest
+from .signature import PublicKey
+from .trust import check_archive
 from .weights import check_weights
 
 if TYPE_CHECKING:
@@ -41,6 +43,7 @@ class Shared:
     archive: Archive | None = None
     manifest: Manifest | None = None
     golden_path: str | None = None
+    public_key: PublicKey | None = None
 
 
 @dataclass
@@ -80,33 +83,11 @@ def archive_phase(shared: Shared) -> Phase:
                 hint="this is not an AOTI package (a saved ExportedProgram?); build it with aoti-guard build",
             )
         )
-    if archive.has(layout.MANIFEST):
-        try:
-            shared.manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
-        except ManifestError as exc:
-            findings.append(
-                error(
-                    exc.code,
-                    "archive",
-                    str(exc),
-                    found=exc.found,
-                    hint="the manifest was damaged or written by a newer aoti-guard; rebuild or upgrade runtime_probe",
-                )
-            )
-        except ValueError as exc:
-            findings.append(error("manifest.invalid", "archive", f"the manifest cannot be read: {exc}", hint="rebuild the package"))
-    else:
-        findings.append(
-            warning(
-                "manifest.missing",
-                "archive",
-                "no aoti-guard manifest: a plain AOTI package; only generic checks run",
-                hint="build it with aoti-guard build to get contract, hash and golden checks",
-            )
-        )
-    if shared.manifest is not None:
-        findings += check_hashes(archive, shared.manifest.hashes)
-        detail["hashes_checked"] = len(shared.manifest.hashes)
+    # signature (with a key), manifest, its value rules, every entry's hash: trust.py's order
+    trust = check_archive(archive, shared.public_key)
+    shared.manifest = trust.manifest
+    findings += trust.findings
+    detail.update(trust.detail)
     if shared.options.inputs is not None and shared.manifest is None:
         findings.append(
             error(
@@ -134,8 +115,8 @@ def package_device(shared: Shared) -> str:
             try:
                 meta = json.loads(shared.archive.read(e.rel, max_bytes=1 << 20))
                 return str(meta.get("AOTI_DEVICE_KEY", "cpu"))
-            except (ValueError, AttributeError):
-                continue
+            except (*READ_ERRORS, AttributeError, RecursionError):
+                continue  # a plain package has no hashes: its files may be damaged
     return "cpu"
 
 
@@ -147,7 +128,7 @@ def _plain_requirements(shared: Shared) -> Requirements:
         if e.rel.endswith(".wrapper.cpp"):
             try:
                 facts = parse_wrapper_cpp(shared.archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
-            except ValueError:
+            except READ_ERRORS:
                 continue
             from ._cpu import flags_from_mflags
 
@@ -175,6 +156,10 @@ def _child_finding(exc: ChildFailure, what: str, stage: str, shared: Shared, dev
     if isinstance(exc, ChildCrashed):
         sig = exc.signal or f"exit code {exc.returncode}"
         hint = "the native code crashed: the escalate phase reruns it with more instruments"
+        if exc.signal == "SIGKILL":
+            # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's
+            # memory limit, or an operator) did.
+            hint = "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size"
         m = shared.manifest
         if m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and not shared.options.weights:
             hint = "this package carries no weights (built with package_constants_in_so=False): pass --weights FILE.safetensors"

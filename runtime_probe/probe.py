@@ -25,6 +25,7 @@ from .escalate import LadderContext, run_ladder
 from .host import parse_device
 from .phases import Device, Shared, archive_phase, constants_phase, golden_phase, host_phase, load_phase, package_device
 from .report import PhaseResult, Report, make_phase
+from .signature import load_public_key
 
 __all__ = ["PHASES", "ProbeOptions", "probe"]
 
@@ -49,6 +50,8 @@ class ProbeOptions:
         all_devices: probe every visible GPU, in parallel.
         python: the interpreter the child runs (the probe's own by default).
         env: extra environment for the child.
+        public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
+            it, checked before the manifest is believed and before anything native is opened.
     """
 
     device: str | None = None
@@ -62,6 +65,7 @@ class ProbeOptions:
     all_devices: bool = False
     python: str | None = None
     env: Mapping[str, str | None] = field(default_factory=dict)
+    public_key: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]
@@ -91,13 +95,16 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions = ProbeOptions(), 
     """
     fspath = os.fspath(path)
     _check_options(options)
+    public_key = (
+        load_public_key(options.public_key) if options.public_key is not None else None
+    )  # a bad key file: usage error, before any work
     say = progress or (lambda phase, event: None)
     results: list[PhaseResult] = []
     sections: list[Report] = []
     host: dict[str, Any] = {}
     extra: dict[str, Any] = {"fast": options.fast}
     with tempfile.TemporaryDirectory(prefix="runtime-probe-") as tmp:
-        shared = Shared(fspath, options, tmp)
+        shared = Shared(fspath, options, tmp, public_key=public_key)
         try:
             say("archive", "start")
             started = time.monotonic()

@@ -1,7 +1,7 @@
 """Regenerate the generated parts of docs/: the table of finding codes (docs/findings.md).
 
-    python scripts/gen_docs.py          # rewrite
-    python scripts/gen_docs.py --check  # exit 1 if the file is stale (the unit tests run this)
+python scripts/gen_docs.py          # rewrite
+python scripts/gen_docs.py --check  # exit 1 if the file is stale (the unit tests run this)
 """
 
 from __future__ import annotations

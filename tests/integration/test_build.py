@@ -225,6 +225,12 @@ def test_failures_are_findings_without_traceback(pkg_dir: Path, factory: str, co
         ["probe", "/nonexistent.pt2"],
         ["probe", "/nonexistent.pt2", "--device", "gpu"],
         ["inspect", "/nonexistent.pt2"],
+        ["probe", "/nonexistent.pt2", "--public-key", "/nonexistent.pub"],
+        ["keygen"],
+        ["keygen", "/nonexistent/dir/release.key"],
+        ["sign", "/nonexistent.pt2"],  # no --key
+        ["sign", "/nonexistent.pt2", "--key", "/nonexistent.key"],
+        ["build", "-o", "x.pt2", "--sign-key", "/nonexistent.key"],
         ["frobnicate"],
     ],
 )
@@ -235,7 +241,7 @@ def test_bad_usage_exits_2_without_traceback(args: list[str], tmp_path: Path) ->
     assert proc.stderr.strip()
 
 
-@pytest.mark.parametrize("sub", [[], ["build"], ["probe"], ["inspect"]])
+@pytest.mark.parametrize("sub", [[], ["build"], ["probe"], ["inspect"], ["keygen"], ["sign"]])
 def test_help_of_every_subcommand(sub: list[str]) -> None:
     proc = run_cli(*sub, "--help")
     assert proc.returncode == 0 and "Usage:" in proc.stdout

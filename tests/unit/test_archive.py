@@ -91,3 +91,39 @@ def test_hashes(tmp_path: Path) -> None:
     wrong = {**good, "archive_format": "0" * 64, "gone.so": "1" * 64, "extra.bin": hashlib.sha256(b"added later").hexdigest()}
     messages = " ".join(f.message for f in check_hashes(archive, wrong))
     assert "archive_format does not match" in messages and "gone.so listed in the manifest is missing" in messages
+
+
+def test_unsupported_zip_version_is_a_finding(tmp_path: Path) -> None:
+    """Found by the property tests: zipfile raises NotImplementedError for a newer 'version needed'."""
+    data = bytearray(make(tmp_path / "v.pt2", GOOD).read_bytes())
+    cd = bytes(data).find(b"PK\x01\x02")
+    data[cd + 6] = 64  # version needed to extract: 6.4
+    bad = tmp_path / "v64.pt2"
+    bad.write_bytes(bytes(data))
+    archive, findings = open_archive(bad)
+    assert archive is None and codes(findings) == ["archive.unreadable"]
+
+
+def test_bytes_around_the_archive_are_ambiguous(tmp_path: Path) -> None:
+    data = make(tmp_path / "g.pt2", GOOD).read_bytes()
+    for name, blob in {"pre": b"#!/bin/sh\n" + data, "post": data + b"junk", "twice": data + data}.items():
+        path = tmp_path / f"{name}.pt2"
+        path.write_bytes(blob)
+        archive, findings = open_archive(path)
+        assert archive is None and codes(findings) == ["archive.ambiguous"], name
+
+
+def test_findings_per_entry_are_capped(tmp_path: Path) -> None:
+    entries = [*GOOD, *((f"m/../x{i}", b"x") for i in range(50))]
+    _, findings = open_archive(make(tmp_path / "many.pt2", entries))
+    assert len(findings) == 21 and findings[-1].message.startswith("... and 30 more")
+
+
+def test_many_roots_are_counted_in_linear_time(tmp_path: Path) -> None:
+    import time
+
+    path = make(tmp_path / "roots.pt2", [(f"r{i}/x", b"") for i in range(20_000)])
+    started = time.monotonic()
+    _, findings = open_archive(path)
+    assert time.monotonic() - started < 10
+    assert "archive.unsafe_entry" in codes(findings)
