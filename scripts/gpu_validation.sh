@@ -21,6 +21,8 @@ PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $
 echo "preload candidate: $PRELOAD" >> "$RES/facts.txt"
 
 build() { local name=$1; shift; ( s=$(date +%s); env LD_PRELOAD="$PRELOAD" timeout 220 $PY -m aoti_guard build "$@" -o "$PKGS/$name.pt2" --json "$PKGS/$name.build.json" > "$RES/build_$name.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$RES/build_$name.log" ) & }
+# the CPU-side suite on this machine's torch/Python too (tests needing absent extras skip)
+( s=$(date +%s); timeout 300 $PY -m pytest tests/unit -q -p no:cacheprovider -o addopts="-m 'not gpu'" > "$RES/unit.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$RES/unit.log" ) &
 build example --device cuda --no-debug-twin
 build gather tests/gpu/models_gpu.py:gather --device cuda
 build nan tests/gpu/models_gpu.py:nan_chain --device cuda
