@@ -76,7 +76,7 @@ def render(results: list[dict[str, Any]], start: dict[str, Any], end: dict[str, 
     out = [
         "# Benchmarks",
         "",
-        "Regenerate (about 15 minutes on the 2-core dev machine; best on an otherwise idle machine, it waits for one):",
+        "Regenerate (about 10 minutes on the 2-core dev machine; best on an otherwise idle machine, it waits for one):",
         "",
         "```bash",
         f". .venv/bin/activate && {REGENERATE}",
