@@ -214,9 +214,10 @@ def build(target: str | BuildSpec | None, options: BuildOptions, progress: Progr
     extra: dict[str, Any] = {"output": out_path, "device": options.device}
     compiled = _Compiled()
     try:
-        # Started first so that its torch import overlaps with export and compile.
+        # Started first so that its torch import (and that of torch's package loader, which the
+        # validate phase's load needs) overlaps with export and compile.
         worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1"})
-        worker.submit("facts")
+        worker.submit("facts", preload=True)
         report = _build(target, options, phases, work, worker, out_path, extra, compiled, signer)
         if options.minify:
             worker.close()  # its memory is better spent on the minifier's compiles

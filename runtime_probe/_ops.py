@@ -44,8 +44,12 @@ def loaded_libstdcxx() -> str | None:
     return None
 
 
-def op_facts(state: State, device_type: str | None = None, device_index: int | None = None) -> dict[str, Any]:
-    """Facts about this interpreter: torch, CUDA devices, driver, the C++ runtime it mapped."""
+def op_facts(state: State, device_type: str | None = None, device_index: int | None = None, preload: bool = False) -> dict[str, Any]:
+    """Facts about this interpreter: torch, CUDA devices, driver, the C++ runtime it mapped.
+
+    ``preload``: also import torch's package loader (~1 s: it pulls in torch.export), so a later
+    ``load`` does not pay for it; the build asks for this while it compiles.
+    """
     facts: dict[str, Any] = {"python": platform.python_version(), "executable": os.path.realpath(sys.executable)}
     started = time.monotonic()
     try:
@@ -86,6 +90,11 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
     facts["cuda_available"] = cuda_ok
     facts["devices"] = devices
     facts["driver"] = _driver_facts()
+    if preload:
+        try:
+            import torch.export.pt2_archive._package  # what _make_loader imports
+        except Exception:  # noqa: BLE001 - a warm-up only: load imports it again and reports
+            pass
     return facts
 
 

@@ -207,6 +207,9 @@ class Worker:
         self._res_r, res_w = os.pipe()
         # ``prefix`` runs the child under another program: a debugger or compute-sanitizer.
         self.argv = [*prefix, python or sys.executable, "-X", "faulthandler", "-m", "runtime_probe._worker", str(cmd_r), str(res_w)]
+        # Under a debugger or compute-sanitizer the child exits the ordinary way (the tool may
+        # report at teardown); otherwise it skips the interpreter's slow module teardown.
+        self._fast_exit = not prefix
         self.stdout = BoundedCapture()
         self.stderr = BoundedCapture()
         self.started = time.monotonic()
@@ -350,7 +353,7 @@ class Worker:
     def close(self, timeout: float = 10.0) -> None:
         if not self.closed and self.proc.poll() is None:
             try:
-                os.write(self._cmd_w, b'{"op": "exit"}\n')
+                os.write(self._cmd_w, (json.dumps({"op": "exit", "args": {"fast": self._fast_exit}}) + "\n").encode())
             except OSError:
                 pass
             try:

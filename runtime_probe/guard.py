@@ -156,6 +156,11 @@ class InputChecker:
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
         self._checks = {spec.name: _compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        # All arguments positional, one leaf each (the common case): check(*args) skips binding by
+        # name and checks the arguments in place (same checks, same order, same result).
+        self._fast: list[Check] | None = None
+        if not self._keyword and all(self._flat.get(n, False) for n in self._positional):
+            self._fast = [self._checks[n] for n in self._positional]
         self.signature = inspect.Signature(
             [
                 inspect.Parameter(
@@ -206,6 +211,13 @@ class InputChecker:
 
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Validate a call; returns (args, kwargs) in the exported layout. Raises InputContractError."""
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == len(fast):
+            env = _Env()
+            for leaf_check, value in zip(fast, args):
+                leaf_check(value, env)
+            env.finish()
+            return args, {}
         values = self._bind(args, kwargs)
         env = _Env()
         for name, value in values.items():
@@ -400,7 +412,7 @@ def _compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
                 hint=f"convert with {name}.to(torch.{t.dtype})",
             )
         vd = value.device
-        if vd.type != dev_type or (dev_index is not None and vd.index != dev_index):
+        if vd != device and (vd.type != dev_type or (dev_index is not None and vd.index != dev_index)):
             raise InputContractError(
                 f"{name}: is on {vd}, the model runs on {where}",
                 code="input.device",
@@ -447,15 +459,16 @@ def _compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
                 )
             bound = env.symbols.get(d.expr)
             if bound is None:
-                env.symbols[d.expr] = (size, f"{name}.shape[{i}]")
+                env.symbols[d.expr] = (size, name, i)  # formatted only for an error message
             elif bound[0] != size:
+                source = f"{bound[1]}.shape[{bound[2]}]"
                 raise InputContractError(
-                    f"{name}: dim {i} is {size}, but {d.expr!r} is {bound[0]} (from {bound[1]})",
+                    f"{name}: dim {i} is {size}, but {d.expr!r} is {bound[0]} (from {source})",
                     code="input.range",
                     argument=name,
                     expected=f"{d.expr} = {bound[0]}",
                     found=str(size),
-                    hint=f"{name}.shape[{i}] and {bound[1]} must be equal",
+                    hint=f"{name}.shape[{i}] and {source} must be equal",
                 )
         for i, d, fn in derived:
             size = shape[i]
@@ -500,12 +513,13 @@ def _compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
 
 
 class _Env:
-    """Per-call bindings: symbol -> (size, where it came from), and derived dims to check last."""
+    """Per-call bindings: symbol -> (size, input name, dim) it was first read from, and derived dims
+    to check last."""
 
     __slots__ = ("pending", "symbols")
 
     def __init__(self) -> None:
-        self.symbols: dict[str, tuple[int, str]] = {}
+        self.symbols: dict[str, tuple[int, str, int]] = {}
         self.pending: list[tuple[str, int, Dim, Callable[[Any], int], int]] = []
 
     def finish(self) -> None:

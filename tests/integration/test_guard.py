@@ -79,6 +79,23 @@ def test_good_calls_by_position_and_keyword(example_model: Any) -> None:
         assert torch.allclose(example_model(mask=mask, x=x), ref, atol=1e-5)
 
 
+def test_positional_and_keyword_calls_fail_alike(example_model: Any) -> None:
+    """All-positional calls take a shorter path (no binding by name); it must say the same."""
+    import torch
+
+    for x, mask in [(torch.randn(5, 16), torch.rand(4, 32) > 0.5), (torch.randn(4, 16), torch.rand(4, 32, dtype=torch.float64))]:
+        with pytest.raises(InputContractError) as by_position:
+            example_model(x, mask)
+        with pytest.raises(InputContractError) as by_keyword:
+            example_model(x=x, mask=mask)  # checked in the order given, as by position
+        assert str(by_position.value) == str(by_keyword.value)
+        assert by_position.value.hint == by_keyword.value.hint
+    with pytest.raises(InputContractError) as info:
+        example_model(torch.randn(5, 16), torch.rand(4, 32) > 0.5)
+    assert "'batch' is 5 (from x.shape[0])" in str(info.value)
+    assert info.value.hint == "mask.shape[0] and x.shape[0] must be equal"
+
+
 def test_count_errors(example_model: Any) -> None:
     import torch
 

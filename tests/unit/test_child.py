@@ -97,6 +97,15 @@ def test_killed_child_reports_sigkill() -> None:
     assert info.value.signal == "SIGKILL"
 
 
+@pytest.mark.parametrize("prefix", [(), ("env",)], ids=["fast exit", "under a prefix: ordinary exit"])
+def test_close_ends_the_child_cleanly(prefix: tuple[str, ...]) -> None:
+    w = Worker(env=SELFTEST, prefix=prefix)
+    assert w.request("ping", 30)["pid"]
+    w.close()
+    assert w.proc.returncode == 0
+    assert not _alive(w.pid)
+
+
 def test_selftest_ops_are_off_by_default() -> None:
     with Worker(env={"RUNTIME_PROBE_SELFTEST": None}) as w:
         with pytest.raises(ChildRaised) as info:

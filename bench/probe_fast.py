@@ -1,0 +1,185 @@
+"""Issue 3: what the container pre-flight costs over loading the package and running it once.
+
+Two arms, each a fresh interpreter per run, interleaved, on the same package:
+
+- ``bare``: ``python bench/_bare_load.py PKG`` (import torch, aoti_load_package, one call);
+- ``probe-fast``: ``python -m runtime_probe --fast PKG``;
+- with ``--baseline DIR``, also ``probe-fast@base``: the same command with another copy's code.
+
+Goal: probe-fast/bare <= 1.3 (ratio of the median wall times). The package is the bundled
+example, built once at the start (not timed) unless ``--package`` names one. After the timed
+rounds, one untimed run of each with timestamps (the probe with ``--json``) gives the breakdown.
+
+    python -m bench.probe_fast [--rounds N | --quick] [--package PKG] [--baseline DIR] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from bench._common import (
+    ROOT,
+    Sample,
+    arm_record,
+    base_parser,
+    build_example,
+    child_env,
+    interleave,
+    load_snapshot,
+    log,
+    machine,
+    md_table,
+    ratio_record,
+    rounds_of,
+    run_timed,
+    wait_for_quiet,
+    write_json,
+)
+
+GOAL = 1.3
+
+
+def commands(pkg: str) -> dict[str, list[str]]:
+    py = sys.executable
+    return {
+        "bare": [py, str(ROOT / "bench" / "_bare_load.py"), pkg],
+        "probe-fast": [py, "-m", "runtime_probe", "--fast", pkg],
+    }
+
+
+def _runner(cmd: list[str], tree: str | os.PathLike[str] = ROOT) -> Any:
+    return lambda: run_timed(cmd, env=child_env(tree), cwd=tree)
+
+
+def profile_once(pkg: str, tmp: str) -> dict[str, Any]:
+    """One untimed run of each arm with its step times: the bare script's timestamps, the
+    probe's phase seconds from --json. 'rest' is the wall time outside those steps."""
+    cmds = commands(pkg)
+    bare = run_timed(cmds["bare"], env=child_env(), cwd=ROOT)
+    bare_steps: dict[str, float] = {}
+    for line in str(bare.extra.get("stdout", "")).splitlines():
+        if line.startswith("{"):
+            bare_steps = json.loads(line)["steps"]
+    report = os.path.join(tmp, "probe.json")
+    probe = run_timed([*cmds["probe-fast"], "--json", report], env=child_env(), cwd=ROOT)
+    with open(report, encoding="utf-8") as fh:
+        phases = json.load(fh)["phases"]
+    probe_steps = {p["name"]: float(p["seconds"]) for p in phases if p.get("status") != "skipped"}
+    load_detail = next((p.get("detail") or {} for p in phases if p["name"] == "load"), {})
+    return {
+        "bare": {"wall": bare.seconds, "steps": bare_steps},
+        "probe-fast": {"wall": probe.seconds, "steps": probe_steps, "child_load_s": load_detail.get("seconds")},
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    rows = []
+    for name, rec in data["arms"].items():
+        s, f = rec["summary"], rec["foreign_cores"]
+        rows.append(
+            [
+                f"`{name}`",
+                f"{s['median']:.2f}",
+                f"{s['min']:.2f} – {s['max']:.2f}",
+                f"{s['q1']:.2f} – {s['q3']:.2f}",
+                f"{statistics.median(rec['own_cpu_s']):.1f}",
+                f"{f['median']:.2f} (max {f['max']:.2f})",
+            ]
+        )
+    ratios = [("`probe-fast` / `bare`", data["ratio"])]
+    if data.get("baseline_ratio"):
+        ratios.append(("`probe-fast@base` / `bare`", data["baseline_ratio"]))
+    prof = data["profile"]
+    prof_rows = []
+    for arm in ("bare", "probe-fast"):
+        steps = prof[arm]["steps"]
+        for k, v in steps.items():
+            prof_rows.append([arm, k, f"{v:.2f}"])
+        prof_rows.append(
+            [arm, "rest: interpreter start, imports outside the steps, exit", f"{prof[arm]['wall'] - sum(steps.values()):.2f}"]
+        )
+        prof_rows.append([arm, "**wall**", f"**{prof[arm]['wall']:.2f}**"])
+    return "\n".join(
+        [
+            md_table(["arm", "median s", "min – max", "IQR", "CPU s (median)", "foreign load, cores"], rows),
+            "",
+            md_table(
+                ["ratio", "median ratio", "per-round min – max", "goal", "met"],
+                [
+                    [
+                        label,
+                        f"{r['ratio']:.3f}",
+                        f"{r['paired']['min']:.3f} – {r['paired']['max']:.3f}",
+                        f"≤ {r['goal']}",
+                        "**yes**" if r["met"] else "**NO**",
+                    ]
+                    for label, r in ratios
+                ],
+            ),
+            "",
+            "One untimed run of each with its step times (the probe's phases from `--json`; its `host` phase waits for the "
+            "child's torch import, its `load` phase includes the child's import of torch's package loader):",
+            "",
+            md_table(["arm", "step", "s"], prof_rows),
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = base_parser("python -m runtime_probe --fast vs a bare load + one call.", 7, 2)
+    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package to use (default: build the example first)")
+    args = parser.parse_args(argv)
+    rounds = rounds_of(args)
+    tmp = tempfile.mkdtemp(prefix="bench-probe-")
+    try:
+        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        start = wait_for_quiet(args.max_load, args.max_wait, max_busy=args.max_busy)
+        log(f"start: {start['uptime']}")
+        arms = [(name, _runner(cmd)) for name, cmd in commands(pkg).items()]
+        if args.baseline:
+            arms.append(("probe-fast@base", _runner(commands(pkg)["probe-fast"], os.path.abspath(args.baseline))))
+        log(f"probe_fast: {args.warmup} warm-up round(s), then {rounds} rounds")
+        results: dict[str, list[Sample]] = interleave(arms, rounds, warmup=args.warmup)
+        profile = profile_once(pkg, tmp)
+        end = load_snapshot()
+        log(f"end: {end['uptime']}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    data: dict[str, Any] = {
+        "name": "probe_fast",
+        "title": "Pre-flight probe (issue 3)",
+        "rounds": rounds,
+        "warmup": args.warmup,
+        "machine": machine(),
+        "load_start": start,
+        "load_end": end,
+        "package": args.package or "the bundled example, built by `python -m aoti_guard build` (with its debug twin)",
+        "commands": {
+            name: " ".join("python" if c == sys.executable else c.replace(str(ROOT) + os.sep, "") for c in cmd)
+            for name, cmd in commands("PKG").items()
+        },
+        "arms": {name: arm_record(samples) for name, samples in results.items()},
+        "ratio": ratio_record(results["probe-fast"], results["bare"], GOAL),
+        "baseline": os.path.abspath(args.baseline) if args.baseline else None,
+        "baseline_ratio": ratio_record(results["probe-fast@base"], results["bare"], GOAL) if args.baseline else None,
+        "profile": profile,
+    }
+    data["met"] = data["ratio"]["met"]
+    data["markdown"] = render(data)
+    print(f"uptime at start: {start['uptime']}")
+    print(data["markdown"])
+    print(f"uptime at end:   {end['uptime']}")
+    if args.json:
+        write_json(args.json, data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
