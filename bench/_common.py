@@ -264,6 +264,16 @@ def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def publish(data: Mapping[str, Any], start: Mapping[str, Any], end: Mapping[str, Any], json_path: str | None) -> int:
+    """Print a benchmark's tables between the load readings, and save its JSON when asked."""
+    print(f"uptime at start: {start['uptime']}")
+    print(data["markdown"])
+    print(f"uptime at end:   {end['uptime']}")
+    if json_path:
+        write_json(json_path, data)
+    return 0
+
+
 def base_parser(description: str, default_rounds: int, quick_rounds: int) -> Any:
     import argparse
 

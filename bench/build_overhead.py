@@ -39,11 +39,11 @@ from bench._common import (
     log,
     machine,
     md_table,
+    publish,
     ratio_record,
     rounds_of,
     run_timed,
     wait_for_quiet,
-    write_json,
 )
 
 GOALS = {"build-no-twin": 1.15, "build": 2.2}
@@ -189,12 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     data["met"] = all(r["met"] for r in data["ratios"].values())
     data["markdown"] = render(data)
-    print(f"uptime at start: {start['uptime']}")
-    print(data["markdown"])
-    print(f"uptime at end:   {end['uptime']}")
-    if args.json:
-        write_json(args.json, data)
-    return 0
+    return publish(data, start, end, args.json)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,11 @@ from bench._common import (
     machine,
     md_table,
     measure,
+    publish,
     ratio_record,
     rounds_of,
     summarize,
     wait_for_quiet,
-    write_json,
 )
 
 GOAL_RATIO = 1.05
@@ -219,12 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     data["met"] = ratio["met"] or extra["met"]
     data["markdown"] = render(data)
-    print(f"uptime at start: {start['uptime']}")
-    print(data["markdown"])
-    print(f"uptime at end:   {end['uptime']}")
-    if args.json:
-        write_json(args.json, data)
-    return 0
+    return publish(data, start, end, args.json)
 
 
 if __name__ == "__main__":
