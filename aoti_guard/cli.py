@@ -134,7 +134,12 @@ def cli() -> None:
 )
 @click.option("--json", "json_path", metavar="PATH", help="Write the build report as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when the build fails.")
-@click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also show the informational findings of phases that passed (a failed phase shows all of its own).",
+)
 def build(
     target: str | None,
     output: str,
@@ -280,7 +285,12 @@ def build(
     help="With --image: the interpreter in the image (a name on its PATH or an absolute path).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when a check fails.")
-@click.option("-v", "--verbose", is_flag=True, help="Also show informational findings.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also show the informational findings of phases that passed (a failed phase shows all of its own).",
+)
 def probe(
     package: str,
     device: str | None,

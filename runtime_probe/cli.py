@@ -107,7 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds each load or golden run may take (default 300)")
     p.add_argument("--json", metavar="PATH", help="write the JSON report here")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here (a testcase per phase)")
-    p.add_argument("-v", "--verbose", action="store_true", help="also show informational findings")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show the informational findings of phases that passed (a failed phase shows all of its own)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress; the report only when a check fails")
     p.add_argument("--version", action="version", version=f"runtime_probe {__version__}")
     return p

@@ -166,7 +166,9 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
     for p in report.phases:
         lines.append(f"{indent}  {p.name:<10} {p.status:<8} {p.seconds:7.2f}s")
         for f in p.findings:
-            if f.severity is Severity.INFO and not verbose:
+            # In a failed phase an informational finding explains the failure (the remedy the
+            # ladder verified, the kernels that ran), so it is shown; elsewhere only with -v.
+            if f.severity is Severity.INFO and not verbose and p.status != FAILED:
                 continue
             for sub in format_finding(f).splitlines():
                 lines.append(f"{indent}    {sub}")

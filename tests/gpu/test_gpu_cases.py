@@ -33,7 +33,7 @@ def test_cuda_build_records_target_and_toolchain() -> None:
 def test_probe_of_the_cuda_build_explains_its_load() -> None:
     """Without any preload. Where the load crashes (AOTI-FACTS: every package on these machines),
     the ladder must name the cause from the native frames and verify a remedy."""
-    code, report, _ = probe("probe_example_plain", str(pkg("example")), "--escalate-timeout", "250", preload=False, timeout=320)
+    code, report, text = probe("probe_example_plain", str(pkg("example")), "--escalate-timeout", "250", preload=False, timeout=320)
     load = next(p for p in report["phases"] if p["name"] == "load")
     if load["status"] == "passed":
         assert code == 0
@@ -44,6 +44,7 @@ def test_probe_of_the_cuda_build_explains_its_load() -> None:
     remedy = [f for f in findings(report) if f["code"] == "env.cxx_runtime_mismatch" and f["severity"] == "info"]
     assert remedy and remedy[0]["evidence"]["remedy"]["verified"] is True
     assert "LD_PRELOAD=" in remedy[0]["message"]
+    assert "verified remedy: with LD_PRELOAD=" in text  # the human report shows it too, not only the JSON
 
 
 def test_runtime_illegal_memory_access_names_the_kernel() -> None:

@@ -51,6 +51,17 @@ def test_text_has_one_line_per_finding_and_footer() -> None:
     assert text.rstrip().endswith("FAILED: 1 error(s), 0 warning(s)")
 
 
+def test_info_in_a_failed_phase_is_shown_without_verbose() -> None:
+    # The ladder's verified remedy is an info finding next to the error it fixes: a user reading
+    # the text report must see the command to apply, not only the JSON.
+    remedy = info("env.cxx_runtime_mismatch", "escalate", "verified remedy: with LD_PRELOAD=/lib/libstdc++.so.6 the package loads")
+    cause = error("env.cxx_runtime_mismatch", "escalate", "C++ runtime mismatch", hint="see the remedy")
+    report = Report(kind="probe", package={}, phases=(make_phase("escalate", 1.0, [cause, remedy]),))
+    text = render_text(report)
+    assert "info  env.cxx_runtime_mismatch: verified remedy: with LD_PRELOAD=/lib/libstdc++.so.6" in text
+    assert text.rstrip().endswith("FAILED: 1 error(s), 0 warning(s)")
+
+
 def test_json_round_trip_and_version_refusal(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     write_json(_report(), path)
