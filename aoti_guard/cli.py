@@ -42,6 +42,11 @@ def _check_report_path(path: str | None, flag: str) -> None:
         raise click.UsageError(f"{flag}: folder {os.path.dirname(os.path.abspath(path))} does not exist")
 
 
+def _given(ctx: click.Context, name: str, value: Any) -> Any:
+    """The option's value when the user gave it, None when it is click's default."""
+    return None if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT else value
+
+
 def _parse_config(values: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in values:
@@ -353,6 +358,9 @@ def probe(
             weights=weights,
             fast=fast,
             timeout_s=timeout,
+            escalate=not no_escalate,
+            escalate_timeout_s=_given(ctx, "escalate_timeout", escalate_timeout),
+            public_key=public_key,
             container_timeout_s=image_timeout,
             probe_source=ProbeSource(probe_source),
             python=image_python,

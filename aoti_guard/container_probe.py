@@ -45,6 +45,7 @@ __all__ = ["ImageProbeOptions", "ProbeSource", "probe_in_image", "target_device"
 PHASE = "image"
 IN_PACKAGE_DIR = "/aoti-guard/package"
 IN_WEIGHTS_DIR = "/aoti-guard/weights"
+IN_KEY_DIR = "/aoti-guard/key"
 IN_OUT_DIR = "/aoti-guard/out"
 IN_PROBE_PARENT = "/aoti-guard/probe"  # holds runtime_probe/ when this tool's copy is injected
 _BOOT = Path(__file__).with_name("_container_boot.py")
@@ -64,7 +65,8 @@ class ImageProbeOptions:
 
     Attributes:
         image: a local image name or ID (never pulled).
-        device, weights, fast, timeout_s: as for a local probe (``ProbeOptions``).
+        device, weights, fast, timeout_s, escalate, escalate_timeout_s, public_key: as for a
+            local probe (``ProbeOptions``); the weights and the key are mounted read-only.
         container_timeout_s: limit for the whole container run; then it is killed and removed.
         probe_source: which runtime_probe runs (``ProbeSource``).
         python: the interpreter in the image (name on its PATH, or absolute path).
@@ -75,6 +77,9 @@ class ImageProbeOptions:
     weights: str | None = None
     fast: bool = False
     timeout_s: float = 300.0
+    escalate: bool = True
+    escalate_timeout_s: float | None = None  # None: the container's probe default
+    public_key: str | None = None
     container_timeout_s: float = 900.0
     probe_source: ProbeSource = ProbeSource.AUTO
     python: str = "python3"
@@ -155,12 +160,14 @@ def _check_usage(pkg: str, options: ImageProbeOptions) -> None:
         raise UsageError(f"no such package {pkg}")
     if options.weights is not None and not os.path.isfile(options.weights):
         raise UsageError(f"no weights file {options.weights}", hint="--weights takes a .safetensors file")
+    if options.public_key is not None and not os.path.isfile(options.public_key):
+        raise UsageError(f"no public key file {options.public_key}", hint="--public-key takes the KEY.pub that aoti-guard keygen wrote")
     if options.device is not None:
         try:
             parse_device(options.device)
         except ValueError:
             raise UsageError(f"unknown device {options.device!r}", hint="use cpu, cuda or cuda:N") from None
-    if options.container_timeout_s <= 0 or options.timeout_s <= 0:
+    if options.container_timeout_s <= 0 or options.timeout_s <= 0 or (options.escalate_timeout_s or 1) <= 0:
         raise UsageError("timeouts must be positive")
     if not options.image.strip():
         raise UsageError("--image needs an image name")
@@ -174,6 +181,13 @@ def _probe_args(pkg: str, options: ImageProbeOptions) -> list[str]:
         args += ["--device", options.device]
     if options.weights:
         args += ["--weights", f"{IN_WEIGHTS_DIR}/{os.path.basename(options.weights)}"]
+    if options.public_key:
+        args += ["--public-key", f"{IN_KEY_DIR}/{os.path.basename(options.public_key)}"]
+    # flags added only when given, so an image's older runtime_probe still takes the default call
+    if not options.escalate:
+        args.append("--no-escalate")
+    elif options.escalate_timeout_s is not None:
+        args += ["--escalate-timeout", f"{options.escalate_timeout_s:g}"]
     return args
 
 
@@ -185,6 +199,8 @@ def _run(client: Any, pkg: str, options: ImageProbeOptions, facts: dict[str, Any
         binds = [dr.Bind(pkg, f"{IN_PACKAGE_DIR}/{os.path.basename(pkg)}"), dr.Bind(out, IN_OUT_DIR, read_only=False)]
         if options.weights:
             binds.append(dr.Bind(os.path.abspath(options.weights), f"{IN_WEIGHTS_DIR}/{os.path.basename(options.weights)}"))
+        if options.public_key:
+            binds.append(dr.Bind(os.path.abspath(options.public_key), f"{IN_KEY_DIR}/{os.path.basename(options.public_key)}"))
         if options.probe_source is not ProbeSource.IMAGE:
             binds.append(dr.Bind(os.path.dirname(os.path.abspath(runtime_probe.__file__)), f"{IN_PROBE_PARENT}/runtime_probe"))
         spec = dr.ContainerSpec(

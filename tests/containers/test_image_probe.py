@@ -87,6 +87,18 @@ def test_weights_are_mounted_and_checked_in_the_image(docker_client: Any, static
     assert constants["detail"]["weights"]["path"] == "/aoti-guard/weights/weights.safetensors"
 
 
+def test_public_key_is_enforced_inside_the_image(docker_client: Any, static_pkg: Built, tmp_path: Path) -> None:
+    """--public-key must not be dropped on the way into the container: an unsigned package is refused there."""
+    pytest.importorskip("cryptography", reason="keygen needs the [signing] extra")
+    key = tmp_path / "release.key"
+    assert aoti_guard("keygen", str(key)).returncode == 0
+    proc, report = probe_image(static_pkg.path, tmp_path, "--image", TORCH_IMAGE, "--public-key", f"{key}.pub", "--fast", "--no-escalate")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert status(report)["image"] == "passed" and status(report)["archive"] == "failed"
+    assert "archive.signature_missing" in codes(report) and status(report)["load"] == "skipped"
+    assert_removed(docker_client, report)
+
+
 def test_image_without_torch(docker_client: Any, static_pkg: Built, tmp_path: Path) -> None:
     proc, report = probe_image(static_pkg.path, tmp_path, "--image", NOTORCH_IMAGE)
     assert proc.returncode == 1

@@ -39,6 +39,18 @@ def test_gpus_are_requested_for_cuda(device: str | None, package_device: str | N
     assert wants_gpus(device, package_device) is gpus
 
 
+def test_probe_flags_reach_the_container(tmp_path: Path) -> None:
+    from aoti_guard.container_probe import _probe_args
+
+    pkg = str(tmp_path / "m.pt2")
+    plain = _probe_args(pkg, ImageProbeOptions(image="img"))
+    assert "--public-key" not in plain and "--no-escalate" not in plain and "--escalate-timeout" not in plain
+    args = _probe_args(pkg, ImageProbeOptions(image="img", public_key=str(tmp_path / "k.pub"), escalate_timeout_s=30))
+    assert args[args.index("--public-key") + 1] == "/aoti-guard/key/k.pub"
+    assert args[args.index("--escalate-timeout") + 1] == "30"
+    assert "--no-escalate" in _probe_args(pkg, ImageProbeOptions(image="img", escalate=False, escalate_timeout_s=30))
+
+
 def test_target_device_of_a_file_that_is_not_a_package(tmp_path: Path) -> None:
     junk = tmp_path / "junk.pt2"
     junk.write_bytes(b"not a zip")
