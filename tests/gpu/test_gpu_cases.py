@@ -37,7 +37,7 @@ def test_probe_of_the_cuda_build_explains_its_load() -> None:
     load = next(p for p in report["phases"] if p["name"] == "load")
     if load["status"] == "passed":
         assert code == 0
-        return
+        pytest.skip("the load did not crash on this machine: the ladder was not exercised")
     assert any(f["code"] == "load.crash" for f in load["findings"])
     found = {f["code"]: f for f in findings(report)}
     assert "env.cxx_runtime_mismatch" in found, list(found)
@@ -61,6 +61,12 @@ def test_runtime_illegal_memory_access_names_the_kernel() -> None:
     assert code == 1
     kernels = {f["evidence"].get("kernel") for f in findings(report) if f["code"] == "run.illegal_memory_access"}
     assert any(k and "gather_kernel" in k for k in kernels), kernels
+    escalate = next(p for p in report["phases"] if p["name"] == "escalate")
+    steps = [s["step"] for s in escalate["detail"]["steps"]]
+    assert "native" not in steps, steps  # a named kernel makes the debugger step unnecessary
+    if "sanitizer" in steps:  # compute-sanitizer installed: it must find the planted index 77
+        sanitizer = [f["evidence"]["sanitizer"] for f in findings(report) if "sanitizer" in f["evidence"]]
+        assert sanitizer and sanitizer[0]["thread"] == "77,0,0", sanitizer
 
 
 def test_nan_names_the_first_kernel_that_outputs_it() -> None:
@@ -112,7 +118,8 @@ except Exception as exc:
 
 @pytest.mark.parametrize("caching", ["on", "off"])
 def test_record_plain_aoti_with_a_cpu_tensor(caching: str) -> None:
-    """What plain AOTI does with a CPU tensor (recorded for the docs; no claim is asserted)."""
+    """What plain AOTI does with a CPU tensor. Recorded for the docs, which claim what our GPU
+    machines showed: it is not silent (it raises or the process aborts), with caching on or off."""
     env = {**os.environ, **({"LD_PRELOAD": PRELOAD} if PRELOAD else {})}
     if caching == "off":
         env.update(PYTORCH_NO_CUDA_MEMORY_CACHING="1", CUDA_LAUNCH_BLOCKING="1")
@@ -125,7 +132,8 @@ def test_record_plain_aoti_with_a_cpu_tensor(caching: str) -> None:
     )
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("frame #")][:12]
     (RESULTS / f"raw_cpu_tensor_caching_{caching}.txt").write_text(f"returncode {proc.returncode}\n{proc.stdout}\n" + "\n".join(lines))
-    assert proc.returncode is not None
+    assert "RAN without error" not in proc.stdout, proc.stdout
+    assert proc.returncode != 0 or proc.stdout.startswith("RAISED"), (proc.returncode, proc.stdout)
 
 
 def test_all_devices_probes_each_gpu() -> None:
