@@ -27,8 +27,6 @@ from .errors import ConstantsContractError, InputContractError, PackageRejected,
 from .findings import error, has_errors
 from .host import parse_device
 from .manifest import Dim, InputSpec, Manifest
-from .signature import load_public_key
-from .trust import check_archive
 from .twin import materialize_twin
 
 __all__ = ["GuardedModel", "load"]
@@ -59,6 +57,10 @@ def load(
             manifest (``.findings`` says which).
         UsageError: a bad device string, model name or public key file.
     """
+    # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
+    from .signature import load_public_key
+    from .trust import check_archive
+
     fspath = os.fspath(path)
     key = None
     if public_key is not None:
@@ -69,6 +71,13 @@ def load(
     if archive is None:
         raise PackageRejected(f"{fspath} is not a usable package", findings)
     with archive:
+        if not archive.has(layout.MANIFEST):
+            # refused before any entry is read: without a manifest there is no contract to guard
+            raise PackageRejected(
+                f"{fspath} has no aoti-guard manifest",
+                [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
+                hint="build it with aoti-guard build",
+            )
         trust = check_archive(archive, key, verify_hashes=verify)
         findings += trust.findings
         if has_errors(findings):
@@ -79,12 +88,7 @@ def load(
                 hint="do not load it: fetch the released file again",
             )
         manifest = trust.manifest
-        if manifest is None:
-            raise PackageRejected(
-                f"{fspath} has no aoti-guard manifest",
-                [error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
-                hint="build it with aoti-guard build",
-            )
+        assert manifest is not None  # the entry exists and parsed: a bad one is an error above
         device_type, index = manifest.target.device_type, None
         if device is not None:
             try:

@@ -181,6 +181,19 @@ def test_plain_package_cannot_be_guarded(plain_pkg: Path) -> None:
         load(plain_pkg)
 
 
+def test_plain_package_is_refused_before_its_entries_are_read(plain_pkg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_probe import archive
+    from runtime_probe.guard import load
+
+    def read_all(*_: object, **__: object) -> None:
+        raise AssertionError("the entries of a package without a manifest were read")
+
+    monkeypatch.setattr(archive.Archive, "check_readable", read_all)
+    with pytest.raises(PackageRejected, match="no aoti-guard manifest") as info:
+        load(plain_pkg)
+    assert [f.code for f in info.value.findings] == ["manifest.missing"]
+
+
 def test_weights_are_checked_before_load_constants(example_pkg: Built) -> None:
     import torch
 
