@@ -23,27 +23,34 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime_probe._cpu import cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
     "ROOT",
+    "CommandFailed",
     "Sample",
     "Summary",
     "arm_record",
+    "arm_table",
+    "bare_steps",
     "base_parser",
     "build_example",
     "busy_cores",
     "child_env",
-    "cpu_model",
     "interleave",
     "load_snapshot",
     "log",
     "machine",
     "md_table",
     "measure",
+    "publish",
     "ratio_record",
+    "ratio_table",
     "rounds_of",
     "run_timed",
+    "shown_command",
     "summarize",
     "wait_for_quiet",
     "write_json",
@@ -55,17 +62,6 @@ def log(message: str) -> None:
 
 
 # -- the machine ---------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load_snapshot() -> dict[str, Any]:
@@ -83,7 +79,7 @@ def machine() -> dict[str, Any]:
 
     return {
         "cores": os.cpu_count(),
-        "cpu": cpu_model(),
+        "cpu": cpu_model() or platform.processor() or "unknown",
         "python": platform.python_version(),
         "torch": torch.__version__,
         "platform": platform.platform(),
@@ -226,9 +222,6 @@ class Summary:
     q1: float
     q3: float
 
-    def scaled(self, k: float) -> Summary:
-        return Summary(self.n, self.median * k, self.min * k, self.max * k, self.q1 * k, self.q3 * k)
-
 
 def summarize(values: Sequence[float]) -> Summary:
     vals = sorted(values)
@@ -258,6 +251,40 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def arm_table(arms: Mapping[str, Mapping[str, Any]], *, digits: int, unit: str, cpu: bool) -> str:
+    """The per-arm table of ``arm_record``s: median, range and IQR with ``digits`` decimals in
+    ``unit``, the median own CPU seconds when ``cpu``, and the foreign load."""
+    rows = []
+    for name, rec in arms.items():
+        s, f = rec["summary"], rec["foreign_cores"]
+        row = [
+            f"`{name}`",
+            f"{s['median']:.{digits}f}",
+            f"{s['min']:.{digits}f} – {s['max']:.{digits}f}",
+            f"{s['q1']:.{digits}f} – {s['q3']:.{digits}f}",
+        ]
+        if cpu:
+            row.append(f"{statistics.median(rec['own_cpu_s']):.1f}")
+        rows.append([*row, f"{f['median']:.2f} (max {f['max']:.2f})"])
+    cpu_header = ["CPU s (median)"] if cpu else []
+    return md_table(["arm", f"median {unit}", "min – max", "IQR", *cpu_header, "foreign load, cores"], rows)
+
+
+def ratio_table(ratios: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """The table of (label, ``ratio_record``) pairs: median ratio, per-round range, goal, met."""
+    rows = [
+        [
+            label,
+            f"{r['ratio']:.3f}",
+            f"{r['paired']['min']:.3f} – {r['paired']['max']:.3f}",
+            f"≤ {r['goal']}",
+            "**yes**" if r["met"] else "**NO**",
+        ]
+        for label, r in ratios
+    ]
+    return md_table(["ratio", "median ratio", "per-round min – max", "goal", "met"], rows)
 
 
 def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
@@ -311,6 +338,19 @@ def ratio_record(num: Sequence[Sample], den: Sequence[Sample], goal: float) -> d
     paired = [a.seconds / b.seconds for a, b in zip(num, den)]
     ratio = med_num / med_den
     return {"ratio": round(ratio, 3), "paired": asdict(summarize(paired)), "goal": goal, "met": ratio <= goal}
+
+
+def bare_steps(stdout: str) -> dict[str, float]:
+    """The step seconds a bare baseline script (bench/_bare_*.py) prints as its JSON line."""
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            return {k: float(v) for k, v in json.loads(line).get("steps", {}).items()}
+    return {}
+
+
+def shown_command(cmd: Sequence[str]) -> str:
+    """``cmd`` as the results show it: ``python`` for this interpreter, paths relative to ROOT."""
+    return " ".join("python" if c == sys.executable else c.replace(str(ROOT) + os.sep, "") for c in cmd)
 
 
 def child_env(tree: str | os.PathLike[str] = ROOT) -> dict[str, str]:

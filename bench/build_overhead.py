@@ -18,7 +18,6 @@ the bare script's timestamps; "startup + imports" is the rest of the wall time.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -32,6 +31,8 @@ from bench._common import (
     ROOT,
     Sample,
     arm_record,
+    arm_table,
+    bare_steps,
     base_parser,
     child_env,
     interleave,
@@ -41,8 +42,10 @@ from bench._common import (
     md_table,
     publish,
     ratio_record,
+    ratio_table,
     rounds_of,
     run_timed,
+    shown_command,
     wait_for_quiet,
 )
 
@@ -75,13 +78,7 @@ def _runner(cmd: list[str], out: str, tree: str | os.PathLike[str]) -> Any:
 
 def _steps(stdout: str, stderr: str) -> dict[str, float]:
     """Per-step seconds: the build's '[phase] done in Xs' lines, or the bare script's JSON line."""
-    steps = {name: float(sec) for name, sec in _PHASE_LINE.findall(stderr)}
-    if steps:
-        return steps
-    for line in stdout.splitlines():
-        if line.startswith("{"):
-            return {k: float(v) for k, v in json.loads(line).get("steps", {}).items()}
-    return {}
+    return {name: float(sec) for name, sec in _PHASE_LINE.findall(stderr)} or bare_steps(stdout)
 
 
 def breakdown(results: dict[str, list[Sample]]) -> tuple[list[str], list[list[str]]]:
@@ -109,37 +106,10 @@ def breakdown(results: dict[str, list[Sample]]) -> tuple[list[str], list[list[st
 
 
 def render(data: dict[str, Any]) -> str:
-    arms = data["arms"]
-    rows = []
-    for name, rec in arms.items():
-        s = rec["summary"]
-        f = rec["foreign_cores"]
-        rows.append(
-            [
-                f"`{name}`",
-                f"{s['median']:.2f}",
-                f"{s['min']:.2f} – {s['max']:.2f}",
-                f"{s['q1']:.2f} – {s['q3']:.2f}",
-                f"{statistics.median(rec['own_cpu_s']):.1f}",
-                f"{f['median']:.2f} (max {f['max']:.2f})",
-            ]
-        )
     out = [
-        md_table(["arm", "median s", "min – max", "IQR", "CPU s (median)", "foreign load, cores"], rows),
+        arm_table(data["arms"], digits=2, unit="s", cpu=True),
         "",
-        md_table(
-            ["ratio", "median ratio", "per-round min – max", "goal", "met"],
-            [
-                [
-                    f"`{name}` / `bare`",
-                    f"{r['ratio']:.3f}",
-                    f"{r['paired']['min']:.3f} – {r['paired']['max']:.3f}",
-                    f"≤ {r['goal']}",
-                    "**yes**" if r["met"] else "**NO**",
-                ]
-                for name, r in data["ratios"].items()
-            ],
-        ),
+        ratio_table([(f"`{name}` / `bare`", r) for name, r in data["ratios"].items()]),
         "",
         "Where the time goes (median of the timed rounds; the build's own phase times, the bare script's timestamps):",
         "",
@@ -167,7 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     end = load_snapshot()
     log(f"end: {end['uptime']}")
     headers, rows = breakdown(results)
-    shown = {name: [c if c != sys.executable else "python" for c in cmd] for name, cmd in commands("OUT").items()}
     data: dict[str, Any] = {
         "name": "build_overhead",
         "title": "Build overhead (issue 2)",
@@ -176,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine(),
         "load_start": start,
         "load_end": end,
-        "commands": {name: " ".join(c.replace(str(ROOT) + os.sep, "") for c in cmd) for name, cmd in shown.items()},
+        "commands": {name: shown_command(cmd) for name, cmd in commands("OUT").items()},
         "arms": {name: arm_record(samples) for name, samples in results.items()},
         "baseline": os.path.abspath(args.baseline) if args.baseline else None,
         "ratios": {

@@ -32,6 +32,7 @@ from typing import Any
 from bench._common import (
     Sample,
     arm_record,
+    arm_table,
     base_parser,
     build_example,
     interleave,
@@ -85,18 +86,6 @@ def _import_baseline(tree: str) -> Any:
 
 
 def render(data: dict[str, Any]) -> str:
-    rows = []
-    for name, rec in data["arms"].items():
-        s, f = rec["summary"], rec["foreign_cores"]
-        rows.append(
-            [
-                f"`{name}`",
-                f"{s['median']:.1f}",
-                f"{s['min']:.1f} – {s['max']:.1f}",
-                f"{s['q1']:.1f} – {s['q3']:.1f}",
-                f"{f['median']:.2f} (max {f['max']:.2f})",
-            ]
-        )
     r, e = data["ratio"], data["extra_us"]
     goal_rows = [
         [
@@ -138,7 +127,7 @@ def render(data: dict[str, Any]) -> str:
             f"{data['threads']} thread(s) (`torch.set_num_threads`), {data['rounds']} interleaved blocks per arm of ~{data['block_s']} s each "
             f"({', '.join(f'{k}: {v}' for k, v in data['calls'].items())} calls); µs per call:",
             "",
-            md_table(["arm", "median µs", "min – max", "IQR", "foreign load, cores"], rows),
+            arm_table(data["arms"], digits=1, unit="µs", cpu=False),
             "",
             md_table(["measure", "median", "per-block min – max", "goal", "met"], goal_rows),
             "",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -28,6 +27,8 @@ from bench._common import (
     ROOT,
     Sample,
     arm_record,
+    arm_table,
+    bare_steps,
     base_parser,
     build_example,
     child_env,
@@ -38,8 +39,10 @@ from bench._common import (
     md_table,
     publish,
     ratio_record,
+    ratio_table,
     rounds_of,
     run_timed,
+    shown_command,
     wait_for_quiet,
 )
 
@@ -63,10 +66,6 @@ def profile_once(pkg: str, tmp: str) -> dict[str, Any]:
     probe's phase seconds from --json. 'rest' is the wall time outside those steps."""
     cmds = commands(pkg)
     bare = run_timed(cmds["bare"], env=child_env(), cwd=ROOT)
-    bare_steps: dict[str, float] = {}
-    for line in str(bare.extra.get("stdout", "")).splitlines():
-        if line.startswith("{"):
-            bare_steps = json.loads(line)["steps"]
     report = os.path.join(tmp, "probe.json")
     probe = run_timed([*cmds["probe-fast"], "--json", report], env=child_env(), cwd=ROOT)
     with open(report, encoding="utf-8") as fh:
@@ -74,25 +73,12 @@ def profile_once(pkg: str, tmp: str) -> dict[str, Any]:
     probe_steps = {p["name"]: float(p["seconds"]) for p in phases if p.get("status") != "skipped"}
     load_detail = next((p.get("detail") or {} for p in phases if p["name"] == "load"), {})
     return {
-        "bare": {"wall": bare.seconds, "steps": bare_steps},
+        "bare": {"wall": bare.seconds, "steps": bare_steps(str(bare.extra.get("stdout", "")))},
         "probe-fast": {"wall": probe.seconds, "steps": probe_steps, "child_load_s": load_detail.get("seconds")},
     }
 
 
 def render(data: dict[str, Any]) -> str:
-    rows = []
-    for name, rec in data["arms"].items():
-        s, f = rec["summary"], rec["foreign_cores"]
-        rows.append(
-            [
-                f"`{name}`",
-                f"{s['median']:.2f}",
-                f"{s['min']:.2f} – {s['max']:.2f}",
-                f"{s['q1']:.2f} – {s['q3']:.2f}",
-                f"{statistics.median(rec['own_cpu_s']):.1f}",
-                f"{f['median']:.2f} (max {f['max']:.2f})",
-            ]
-        )
     ratios = [("`probe-fast` / `bare`", data["ratio"])]
     if data.get("baseline_ratio"):
         ratios.append(("`probe-fast@base` / `bare`", data["baseline_ratio"]))
@@ -108,21 +94,9 @@ def render(data: dict[str, Any]) -> str:
         prof_rows.append([arm, "**wall**", f"**{prof[arm]['wall']:.2f}**"])
     return "\n".join(
         [
-            md_table(["arm", "median s", "min – max", "IQR", "CPU s (median)", "foreign load, cores"], rows),
+            arm_table(data["arms"], digits=2, unit="s", cpu=True),
             "",
-            md_table(
-                ["ratio", "median ratio", "per-round min – max", "goal", "met"],
-                [
-                    [
-                        label,
-                        f"{r['ratio']:.3f}",
-                        f"{r['paired']['min']:.3f} – {r['paired']['max']:.3f}",
-                        f"≤ {r['goal']}",
-                        "**yes**" if r["met"] else "**NO**",
-                    ]
-                    for label, r in ratios
-                ],
-            ),
+            ratio_table(ratios),
             "",
             "One untimed run of each with its step times (the probe's phases from `--json`; its `host` phase waits for the "
             "child's torch import, its `load` phase includes the child's import of torch's package loader):",
@@ -161,10 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_start": start,
         "load_end": end,
         "package": args.package or "the bundled example, built by `python -m aoti_guard build` (with its debug twin)",
-        "commands": {
-            name: " ".join("python" if c == sys.executable else c.replace(str(ROOT) + os.sep, "") for c in cmd)
-            for name, cmd in commands("PKG").items()
-        },
+        "commands": {name: shown_command(cmd) for name, cmd in commands("PKG").items()},
         "arms": {name: arm_record(samples) for name, samples in results.items()},
         "ratio": ratio_record(results["probe-fast"], results["bare"], GOAL),
         "baseline": os.path.abspath(args.baseline) if args.baseline else None,
