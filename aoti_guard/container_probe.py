@@ -30,11 +30,12 @@ from typing import Any
 
 import runtime_probe
 from runtime_probe import layout
-from runtime_probe.archive import open_archive
+from runtime_probe.archive import READ_ERRORS, open_archive
 from runtime_probe.errors import GuardError, UsageError
 from runtime_probe.findings import Finding, error, info
 from runtime_probe.host import parse_device
-from runtime_probe.manifest import ManifestError, parse_manifest
+from runtime_probe.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
+from runtime_probe.phases import package_device
 from runtime_probe.probe import PHASES
 from runtime_probe.report import PhaseResult, Report, make_phase
 
@@ -94,18 +95,13 @@ def target_device(path: str) -> str | None:
     if archive is None:
         return None
     with archive:
-        if archive.has(layout.MANIFEST):
-            try:
-                return parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024)).target.device_type
-            except (ManifestError, ValueError):
-                return None
-        for e in archive.model_files(layout.RELEASE_MODEL):  # a plain AOTI package: its metadata
-            if e.rel.endswith("_metadata.json"):
-                try:
-                    return str(json.loads(archive.read(e.rel, max_bytes=1 << 20)).get("AOTI_DEVICE_KEY", "cpu"))
-                except (ValueError, AttributeError):
-                    continue
-    return None
+        manifest = None
+        try:
+            if archive.has(layout.MANIFEST):
+                manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+            return package_device(archive, manifest)
+        except (ManifestError, *READ_ERRORS):
+            return None  # the container's archive phase will say why
 
 
 def wants_gpus(device: str | None, package_device: str | None) -> bool:

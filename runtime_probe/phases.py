@@ -106,14 +106,14 @@ def archive_phase(shared: Shared) -> Phase:
     return findings, detail, ok
 
 
-def package_device(shared: Shared) -> str:
-    if shared.manifest is not None:
-        return shared.manifest.target.device_type
-    assert shared.archive is not None
-    for e in shared.archive.model_files(layout.RELEASE_MODEL):
+def package_device(archive: Archive, manifest: Manifest | None) -> str:
+    """The device type a package was compiled for: the manifest's, else a plain package's metadata."""
+    if manifest is not None:
+        return manifest.target.device_type
+    for e in archive.model_files(layout.RELEASE_MODEL):
         if e.rel.endswith("_metadata.json"):
             try:
-                meta = json.loads(shared.archive.read(e.rel, max_bytes=1 << 20))
+                meta = json.loads(archive.read(e.rel, max_bytes=1 << 20))
                 return str(meta.get("AOTI_DEVICE_KEY", "cpu"))
             except (*READ_ERRORS, AttributeError, RecursionError):
                 continue  # a plain package has no hashes: its files may be damaged
@@ -133,7 +133,7 @@ def _plain_requirements(shared: Shared) -> Requirements:
             from ._cpu import flags_from_mflags
 
             isa = tuple(sorted(flags_from_mflags(list(facts.isa_flags))))
-    return Requirements(device_type=package_device(shared), cpu_isa=isa)
+    return Requirements(device_type=package_device(shared.archive, shared.manifest), cpu_isa=isa)
 
 
 def host_phase(shared: Shared, dev: Device) -> Phase:

@@ -117,7 +117,8 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions = ProbeOptions(), 
                 sections = _all_devices(shared, say)
                 extra["devices"] = [s.title for s in sections]
             else:
-                dev_type = package_device(shared)
+                assert shared.archive is not None  # the archive phase passed
+                dev_type = package_device(shared.archive, shared.manifest)
                 index = None
                 if options.device is not None:
                     dev_type, index = parse_device(options.device)
@@ -182,7 +183,8 @@ def _device_phases(shared: Shared, dev: Device, say: ProgressFn) -> list[PhaseRe
 
 
 def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
-    if package_device(shared) != "cuda":
+    assert shared.archive is not None  # called after the archive phase passed
+    if package_device(shared.archive, shared.manifest) != "cuda":
         raise UsageError("--all-devices probes every visible GPU, but this package targets the CPU", hint="drop --all-devices")
     with Worker(env=dict(shared.options.env), python=shared.options.python) as counter:
         try:

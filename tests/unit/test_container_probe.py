@@ -51,6 +51,20 @@ def test_probe_flags_reach_the_container(tmp_path: Path) -> None:
     assert "--no-escalate" in _probe_args(pkg, ImageProbeOptions(image="img", escalate=False, escalate_timeout_s=30))
 
 
+def test_target_device_of_a_plain_package_reads_its_metadata(tmp_path: Path) -> None:
+    import zipfile
+
+    meta = json.dumps({"AOTI_DEVICE_KEY": "cuda"}).encode()
+    plain = tmp_path / "plain.pt2"
+    with zipfile.ZipFile(plain, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("plain/data/aotinductor/model/m_metadata.json", meta)
+    assert target_device(str(plain)) == "cuda"
+    # a damaged entry (CRC mismatch: BadZipFile on read) is no crash; the container's probe says why
+    damaged = tmp_path / "damaged.pt2"
+    damaged.write_bytes(plain.read_bytes().replace(b'"cuda"', b'"cudb"'))
+    assert target_device(str(damaged)) in {None, "cpu"}
+
+
 def test_target_device_of_a_file_that_is_not_a_package(tmp_path: Path) -> None:
     junk = tmp_path / "junk.pt2"
     junk.write_bytes(b"not a zip")
