@@ -6,9 +6,23 @@ this package imports and which never imports this one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from runtime_probe import __version__
 
-from .builder import BuildOptions, build
 from .spec import BuildSpec
 
+if TYPE_CHECKING:
+    from .builder import BuildOptions, build
+
 __all__ = ["BuildOptions", "BuildSpec", "__version__", "build"]
+
+
+def __getattr__(name: str) -> Any:
+    # The build side loads on first use, so `aoti-guard --help`, `probe` and `inspect` do not pay
+    # for it (PEP 562).
+    if name in ("BuildOptions", "build"):
+        from . import builder
+
+        return getattr(builder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

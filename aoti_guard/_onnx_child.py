@@ -9,7 +9,6 @@ step, so the parent knows how far it got even when this process dies.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -17,12 +16,11 @@ import time
 import traceback
 from typing import Any
 
+from runtime_probe.report import write_atomic
+
 
 def _write(path: str, result: dict[str, Any]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(result).encode())  # the parent never reads half a result
 
 
 def _error(exc: BaseException) -> dict[str, str]:
@@ -34,15 +32,10 @@ def _export(program_path: str, onnx_path: str) -> list[str]:
     import torch
 
     ep = torch.export.load(program_path)
-    params = inspect.signature(torch.onnx.export).parameters
-    kwargs: dict[str, Any] = {}
-    if "dynamo" in params:
-        kwargs["dynamo"] = True  # torch >= 2.9 defaults to it; older ones need it said
-    if "verbose" in params:
-        kwargs["verbose"] = False
     # For an ExportedProgram, args/kwargs/dynamic_shapes are ignored: the program's own symbolic
-    # shapes are kept, so the boundary samples can run.
-    program = torch.onnx.export(ep, (), **kwargs)
+    # shapes are kept, so the boundary samples can run. dynamo=True is the default from torch 2.9
+    # on (we support 2.11+); said anyway, so an older default cannot pick the TorchScript exporter.
+    program = torch.onnx.export(ep, (), dynamo=True, verbose=False)
     if program is None:
         raise RuntimeError("torch.onnx.export returned no ONNXProgram")
     before = set(os.listdir(os.path.dirname(onnx_path) or "."))

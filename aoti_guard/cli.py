@@ -42,9 +42,9 @@ def _check_report_path(path: str | None, flag: str) -> None:
         raise click.UsageError(f"{flag}: folder {os.path.dirname(os.path.abspath(path))} does not exist")
 
 
-def _given(ctx: click.Context, name: str, value: Any) -> Any:
-    """The option's value when the user gave it, None when it is click's default."""
-    return None if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT else value
+def _is_given(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave option ``name`` (not click's default)."""
+    return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
 
 
 def _parse_config(values: Sequence[str]) -> dict[str, Any]:
@@ -342,7 +342,7 @@ def probe(
     say = _progress(quiet)
     ctx = click.get_current_context()
     for name in ("image_timeout", "probe_source", "image_python"):
-        if image is None and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+        if image is None and _is_given(ctx, name):
             raise click.UsageError(f"--{name.replace('_', '-')} only applies with --image IMAGE")
     if image is not None:
         from aoti_guard.container_probe import ImageProbeOptions, ProbeSource, probe_in_image
@@ -359,7 +359,7 @@ def probe(
             fast=fast,
             timeout_s=timeout,
             escalate=not no_escalate,
-            escalate_timeout_s=_given(ctx, "escalate_timeout", escalate_timeout),
+            escalate_timeout_s=escalate_timeout if _is_given(ctx, "escalate_timeout") else None,
             public_key=public_key,
             container_timeout_s=image_timeout,
             probe_source=ProbeSource(probe_source),

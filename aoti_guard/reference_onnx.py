@@ -25,6 +25,7 @@ from runtime_probe.manifest import GoldenSample, IOContract
 
 from . import _proc, verdict
 from ._saved_program import save_program
+from .references import sample_env
 
 if TYPE_CHECKING:
     from .builder import BuildOptions
@@ -137,10 +138,6 @@ def _read_result(path: str) -> dict[str, Any]:
         return {}
 
 
-def _env(g: GoldenSample) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(g.symbols.items())) or "static"
-
-
 def _model_failure(result: Mapping[str, Any], stage: str, how: str, tail: list[str]) -> Finding | None:
     """The warning when no sample can have an ONNX Runtime result (export or session failed, or
     the child ended before running any sample), else None."""
@@ -179,7 +176,10 @@ def _sample_outputs(entry: Any, g: GoldenSample, contract: IOContract, n_tensor_
     if not isinstance(entry, dict):
         reason = f"the child ended first ({how})" if how else "not run"
         return warning(
-            "build.onnx_run_failed", PHASE, f"ONNX Runtime did not run golden sample {g.id} ({_env(g)}): {reason}", hint=_NOT_THIS_SAMPLE
+            "build.onnx_run_failed",
+            PHASE,
+            f"ONNX Runtime did not run golden sample {g.id} ({sample_env(g)}): {reason}",
+            hint=_NOT_THIS_SAMPLE,
         )
     error_text = str(entry.get("error"))
     if entry.get("ok"):
@@ -192,7 +192,7 @@ def _sample_outputs(entry: Any, g: GoldenSample, contract: IOContract, n_tensor_
     return warning(
         "build.onnx_run_failed",
         PHASE,
-        f"ONNX Runtime could not run golden sample {g.id} ({_env(g)}): {error_text[:400]}",
+        f"ONNX Runtime could not run golden sample {g.id} ({sample_env(g)}): {error_text[:400]}",
         hint=_NOT_THIS_SAMPLE,
         evidence={"sample": g.id, "error": error_text},
     )

@@ -29,11 +29,10 @@ def call_with_leaves(fn: Any, contract: IOContract, leaves: Sequence[Any], devic
     return [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(out)]
 
 
-def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: str) -> tuple[list[Sample], list[Finding], list[str]]:
+def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: str) -> tuple[list[Sample], list[Finding]]:
     """Fill each sample's eager outputs; drop generated samples eager rejects."""
     kept: list[Sample] = []
     findings: list[Finding] = []
-    dropped: list[str] = []
     for s in samples:
         try:
             s.outputs = call_with_leaves(fn, contract, s.leaves, device)
@@ -48,8 +47,7 @@ def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: 
                         hint="the factory's example inputs must run through the model",
                     )
                 )
-                return [], findings, dropped
-            dropped.append(f"{s.id}: eager raised {first[:160]}")
+                return [], findings
             findings.append(
                 warning(
                     "build.sample_dropped",
@@ -60,10 +58,11 @@ def eager_outputs(fn: Any, contract: IOContract, samples: list[Sample], device: 
             )
             continue
         kept.append(s)
-    return kept, findings, dropped
+    return kept, findings
 
 
-def sample_env(s: Sample) -> str:
+def sample_env(s: Sample | GoldenSample) -> str:
+    """A sample's dynamic sizes for messages: "batch=1, seq=8", or "static"."""
     return ", ".join(f"{k}={v}" for k, v in sorted(s.symbols.items())) or "static"
 
 

@@ -34,9 +34,6 @@ __all__ = [
     "ValidationResult",
     "compare_all",
     "compiled_outputs",
-    "eager_outputs",
-    "fp64_outputs",
-    "golden_payload",
     "run_twin",
     "run_validation",
 ]
@@ -72,12 +69,10 @@ def compiled_outputs(
     out_dir: str,
     timeout: float,
     only: Sequence[str] | None = None,
-) -> tuple[dict[str, list[Any]], list[Finding], dict[str, str]]:
-    """Run every sample through the loaded model ``key``; returns outputs per sample id, findings,
-    and each run's captured stdout (the twin prints kernel names there)."""
+) -> tuple[dict[str, list[Any]], list[Finding]]:
+    """Run every sample through the loaded model ``key``; returns outputs per sample id and findings."""
     outputs: dict[str, list[Any]] = {}
     findings: list[Finding] = []
-    stdout: dict[str, str] = {}
     for g in index:
         if only is not None and g.id not in only:
             continue
@@ -102,8 +97,7 @@ def compiled_outputs(
             continue
         loaded = _safetensors.load(save)
         outputs[g.id] = [loaded.get(o.name) for o in contract.outputs]
-        stdout[g.id] = ""
-    return outputs, findings, stdout
+    return outputs, findings
 
 
 def _sample_dict(g: GoldenSample) -> dict[str, Any]:
@@ -293,7 +287,7 @@ def run_twin(
             )
         ]
     mark = worker.stdout.total
-    outs, run_findings, _ = compiled_outputs(worker, "twin", golden_path, index, contract, device, out_dir, timeout, only=["example"])
+    outs, run_findings = compiled_outputs(worker, "twin", golden_path, index, contract, device, out_dir, timeout, only=["example"])
     printed = worker.stdout.since(mark)
     for f in run_findings:
         findings.append(warning("build.twin_failed", PHASE, f.message, hint="the release model is unaffected", evidence=f.evidence))
@@ -343,18 +337,16 @@ def run_validation(
 ) -> Validation:
     from torch.utils import _pytree as pytree
 
-    from runtime_probe import _safetensors
-
     out = Validation()
     args, kwargs = ep.example_inputs
     ordered = {k: kwargs[k] for k in spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
     samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed)
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
-    samples, eager_findings, _ = eager_outputs(eager_fn, contract, samples, options.device)
+    samples, eager_findings = eager_outputs(eager_fn, contract, samples, options.device)
     out.findings += eager_findings
     if not samples:
         return out
-    note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({_syms(s.symbols)})' for s in samples)}")
+    note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")
     refs64 = None
     if options.fp64_reference:
         refs64, skipped = fp64_outputs(eager_fn, contract, samples, options.device)
@@ -389,7 +381,7 @@ def run_validation(
             out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
             return out
         note("running the compiled model in a child process")
-        compiled, run_findings, _ = compiled_outputs(
+        compiled, run_findings = compiled_outputs(
             worker, "release", golden_path, index_all, contract, options.device, work, options.timeout_s
         )
         out.findings += run_findings
@@ -436,7 +428,3 @@ def run_validation(
         if kept:
             out.golden_bytes, out.index = golden_payload(contract, kept)
         return out
-
-
-def _syms(symbols: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(symbols.items())) or "static"

@@ -214,6 +214,14 @@ def test_importing_aoti_guard_does_not_import_docker() -> None:
     assert proc.stdout.strip() == "False"
 
 
+def test_the_cli_does_not_import_the_build_side_until_build_runs() -> None:
+    # `aoti-guard --help`, probe and inspect start without builder (and all it pulls in)
+    code = "import sys, aoti_guard, aoti_guard.cli; print('aoti_guard.builder' in sys.modules); aoti_guard.build; print('aoti_guard.builder' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
+
+
 def test_image_options_without_image_are_usage_errors(tmp_path: Path) -> None:
     pkg = tmp_path / "m.pt2"
     pkg.write_bytes(b"x")
