@@ -71,14 +71,8 @@ def load(
     if archive is None:
         raise PackageRejected(f"{fspath} is not a usable package", findings)
     with archive:
-        if not archive.has(layout.MANIFEST):
-            # refused before any entry is read: without a manifest there is no contract to guard
-            raise PackageRejected(
-                f"{fspath} has no aoti-guard manifest",
-                [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
-                hint="build it with aoti-guard build",
-            )
-        trust = check_archive(archive, key, verify_hashes=verify)
+        # a package without a manifest is refused below: reading its entries would be wasted
+        trust = check_archive(archive, key, verify_hashes=verify and archive.has(layout.MANIFEST))
         findings += trust.findings
         if has_errors(findings):
             first = next(f for f in findings if f.severity.value == "error")
@@ -88,7 +82,12 @@ def load(
                 hint="do not load it: fetch the released file again",
             )
         manifest = trust.manifest
-        assert manifest is not None  # the entry exists and parsed: a bad one is an error above
+        if manifest is None:
+            raise PackageRejected(
+                f"{fspath} has no aoti-guard manifest",
+                [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
+                hint="build it with aoti-guard build",
+            )
         device_type, index = manifest.target.device_type, None
         if device is not None:
             try:
