@@ -176,7 +176,9 @@ else
     T1=$(date +%s.%N)
     # wheels for the image's CPython 3.11 on manylinux x86_64, whatever the host python is;
     # files already in $WHEELS are not fetched again
-    PY=python3; command -v "$PY" >/dev/null 2>&1 || die "python3 with pip needed on the host to fetch wheels"
+    # the project's venv has pip (a system python3 may not); scripts/setup.sh makes it
+    PY=$REPO/.venv/bin/python; [ -x "$PY" ] || PY=python3
+    "$PY" -m pip --version >/dev/null 2>&1 || die "python with pip needed on the host to fetch wheels: run scripts/setup.sh first"
     if ! "$PY" -m pip download -q --disable-pip-version-check -d "$WHEELS" -r "$CTR_DIR/torch-requirements.txt" \
           --only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 \
           --platform manylinux_2_28_x86_64 >"$WHEELS.log" 2>&1; then

@@ -14,8 +14,8 @@ stamp() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 {
   date -u; nvidia-smi; nvidia-smi -L
   $PY -c "import sys, torch, triton; print(sys.version); print('torch', torch.__version__, torch.version.cuda, torch.version.git_version); print('triton', triton.__version__)"
-  which cuda-gdb compute-sanitizer cuobjdump gdb g++ /opt/gcc/bin/g++
-  /opt/gcc/bin/g++ --version | head -1; g++ --version | head -1
+  which cuda-gdb compute-sanitizer cuobjdump gdb g++
+  g++ --version | head -1   # the compiler Inductor uses is printed below (get_cpp_compiler)
   ldconfig -p | grep -E "libstdc\+\+|libgcc_s"
   echo "--- libstdc++ mapped by python3 after import torch:"
   $PY -c "import torch; print(open('/proc/self/maps').read())" | awk '{print $6}' | grep -E "libstdc|libgcc_s" | sort -u

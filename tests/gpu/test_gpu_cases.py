@@ -1,4 +1,4 @@
-"""The probe on real CUDA failures (H100/H200). Results: docs/gpu-validation.md."""
+"""The probe on real CUDA failures (run on 2x H200 so far). Results: docs/gpu-validation.md."""
 
 from __future__ import annotations
 
