@@ -2,7 +2,8 @@
 
 Runs last: the manifest records facts read off the compiled files themselves (the generated
 source's constants and compile command, the .so's symbol versions, each cubin's arch) and the
-hashes of every entry written before it.
+hashes of every entry written before it. With a signing key, the manifest bytes are signed in
+memory and the signature entry is appended together with the manifest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .compile import TWIN_CONFIGS
 from .contract import extract_constants
 from .golden import TOLERANCE_RULE
 from .package import append_entries, copy_twin, hash_entries, zip_root
+from .signing import SignedManifest, SigningKey, sign_manifest
 from .validate import Validation
 
 if TYPE_CHECKING:
@@ -26,7 +28,20 @@ if TYPE_CHECKING:
 __all__ = ["assemble", "summary"]
 
 
-def assemble(ep: Any, options: BuildOptions, contract: IOContract, release_pt2: str, twin_pt2: str | None, outcome: Validation) -> Manifest:
+def assemble(
+    ep: Any,
+    options: BuildOptions,
+    contract: IOContract,
+    release_pt2: str,
+    twin_pt2: str | None,
+    outcome: Validation,
+    signer: SigningKey | None = None,
+) -> tuple[Manifest, SignedManifest | None]:
+    """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
+
+    Raises:
+        GuardError: signing failed; the manifest was not appended.
+    """
     import json
     import zipfile
 
@@ -96,8 +111,14 @@ def assemble(ep: Any, options: BuildOptions, contract: IOContract, release_pt2: 
         validation={"table": outcome.table, "errors": sum(1 for f in outcome.findings if f.severity.value == "error")},
         aoti_metadata=aoti_meta,
     )
-    append_entries(release_pt2, [(layout.MANIFEST, dump_manifest(manifest))])
-    return manifest
+    manifest_bytes = dump_manifest(manifest)
+    entries = [(layout.MANIFEST, manifest_bytes)]
+    signed = None
+    if signer is not None:
+        signed = sign_manifest(manifest_bytes, signer)
+        entries.append((layout.SIGNATURE, signed.entry))
+    append_entries(release_pt2, entries)
+    return manifest, signed
 
 
 def summary(manifest: Manifest) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from . import validate
 from .assemble import assemble, summary
 from .dynamic import dynamic_shapes_from_flags, parse_dynamic
 from .reference_onnx import REFERENCES
-from .signing import SigningKey, SignResult, load_private_key, sign_package
+from .signing import SigningKey, load_private_key
 from .spec import BuildSpec
 from .target import FactoryError, describe_exception, resolve_target
 
@@ -196,15 +196,21 @@ def _metadata(contract: IOContract, device: str) -> dict[str, str]:
     }
 
 
-def build(target: str | BuildSpec | None, options: BuildOptions, progress: ProgressFn | None = None) -> Report:
+def build(
+    target: str | BuildSpec | None, options: BuildOptions, progress: ProgressFn | None = None, *, signer: SigningKey | None = None
+) -> Report:
     """Build, validate and package a model. Returns the build report (exit code in ``report.exit_code``).
+
+    ``signer``: ``options.sign_key`` already loaded (the CLI loads it to print its warnings); when
+    not given, the key is loaded here.
 
     Raises:
         UsageError: bad options or a TARGET that names nothing.
     """
     check_options(options)
     # Loaded before the slow work: a missing or wrong key is a usage error now, not after compiling.
-    signer = load_private_key(options.sign_key) if options.sign_key is not None else None
+    if signer is None and options.sign_key is not None:
+        signer = load_private_key(options.sign_key)
     if options.trace_dir:
         _set_trace_dir(options.trace_dir)
     phases = _Phases(progress)
@@ -432,19 +438,28 @@ def _build(
 
     # -- package
     phases.start("package")
+    twin = twin_pt2 if outcome.twin_info is not None else None
     try:
-        manifest = assemble(ep, options, contract, release_pt2, twin_pt2 if outcome.twin_info is not None else None, outcome)
+        manifest, signed = assemble(ep, options, contract, release_pt2, twin, outcome, None if validation_failed else signer)
+    except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
+        phases.end(
+            [
+                error(
+                    "build.sign_failed",
+                    "package",
+                    f"signing the package failed: {exc.message}",
+                    hint=exc.hint or "check the key and free disk space; the unsigned package was not written",
+                )
+            ]
+        )
+        return _report(phases, extra, out_path)
     except (OSError, RuntimeError, ValueError) as exc:
         phases.end(
             [error("build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions")]
         )
         return _report(phases, extra, out_path)
     notes: list[Finding] = []
-    if signer is not None and not validation_failed:
-        signed = sign_release(release_pt2, signer)
-        if isinstance(signed, Finding):
-            phases.end([signed])  # never write an unsigned package where a signed one was asked for
-            return _report(phases, extra, out_path)
+    if signed is not None:
         extra["signature"] = {"key_id": signed.key_id, "manifest_sha256": signed.manifest_sha256}
     final = os.path.splitext(out_path)[0] + ".rejected.pt2" if validation_failed else out_path
     os.replace(release_pt2, final)
@@ -460,19 +475,6 @@ def _build(
         )
     phases.end(notes, {"path": final, "signed_by": extra.get("signature", {}).get("key_id")})
     return _report(phases, extra, out_path if not validation_failed else final)
-
-
-def sign_release(path: str, signer: SigningKey) -> SignResult | Finding:
-    """Sign the finished package; a failure is a ``build.sign_failed`` finding."""
-    try:
-        return sign_package(path, signer)
-    except GuardError as exc:
-        return error(
-            "build.sign_failed",
-            "package",
-            f"signing the package failed: {exc.message}",
-            hint=exc.hint or "check the key and free disk space; the unsigned package was not written",
-        )
 
 
 def _export_hint(exc: BaseException) -> str:

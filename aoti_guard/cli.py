@@ -12,13 +12,16 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from runtime_probe import __version__
 from runtime_probe.cli import emit_report
 from runtime_probe.errors import GuardError
+
+if TYPE_CHECKING:
+    from aoti_guard.signing import SigningKey
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -214,9 +217,8 @@ def build(
         minify_timeout_s=minify_timeout,
         sign_key=sign_key,
     )
-    if sign_key is not None:
-        _key_warnings(sign_key)
-    report = run_build(target, options, _progress(quiet))
+    signer = _load_key(sign_key) if sign_key is not None else None
+    report = run_build(target, options, _progress(quiet), signer=signer)
     emit_report(report, json_path=json_path, junit_path=None, verbose=verbose, quiet=quiet)
     minified = report.extra.get("minify") or {}
     if minified.get("repro"):
@@ -410,11 +412,14 @@ def inspect(package: str, as_json: bool) -> None:
     sys.exit(0 if not data.get("problems") else 1)
 
 
-def _key_warnings(path: str) -> None:
+def _load_key(path: str) -> SigningKey:
+    """The private key, loaded once; its warnings (a key others can read) are printed."""
     from aoti_guard.signing import load_private_key
 
-    for message in load_private_key(path).warnings:
+    key = load_private_key(path)
+    for message in key.warnings:
         click.echo(f"warning: {message}", err=True)
+    return key
 
 
 @cli.command(context_settings=CONTEXT)
@@ -448,14 +453,12 @@ def sign(package: str, key: str) -> None:
     other entry. The package must pass its own archive checks first (safe zip, valid manifest,
     every hash matching): a damaged package is refused (exit 1), never signed.
     """
-    from aoti_guard.signing import load_private_key, sign_package
+    from aoti_guard.signing import sign_package
     from runtime_probe.errors import PackageRejected
     from runtime_probe.findings import Finding, Severity
     from runtime_probe.report import format_finding
 
-    signing_key = load_private_key(key)
-    for message in signing_key.warnings:
-        click.echo(f"warning: {message}", err=True)
+    signing_key = _load_key(key)
     try:
         result = sign_package(package, signing_key)
     except PackageRejected as exc:

@@ -15,7 +15,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.archive import open_archive
 
-__all__ = ["append_entries", "copy_twin", "hash_entries", "package_release", "zip_root"]
+__all__ = ["append_entries", "copy_twin", "entry_info", "hash_entries", "package_release", "sha256_bytes", "zip_root"]
 
 _CHUNK = 1024 * 1024
 
@@ -31,7 +31,8 @@ def zip_root(path: str) -> str:
         return zf.namelist()[0].split("/", 1)[0]
 
 
-def _info(name: str) -> zipfile.ZipInfo:
+def entry_info(name: str) -> zipfile.ZipInfo:
+    """A stored entry with a fixed date and mode 0644: the same bytes on every build."""
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
     info.compress_type = zipfile.ZIP_STORED
     info.external_attr = 0o644 << 16
@@ -42,7 +43,7 @@ def append_entries(path: str, entries: Iterable[tuple[str, bytes]]) -> None:
     root = zip_root(path)
     with zipfile.ZipFile(path, "a", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for rel, data in entries:
-            zf.writestr(_info(f"{root}/{rel}"), data)
+            zf.writestr(entry_info(f"{root}/{rel}"), data)
 
 
 def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> list[str]:
@@ -56,7 +57,7 @@ def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> list[st
             if not rel.startswith(src_dir) or info.is_dir():
                 continue
             new_rel = prefix + rel[len(src_dir) :]
-            with src.open(info) as fin, out.open(_info(f"{root}/{new_rel}"), "w", force_zip64=True) as fout:
+            with src.open(info) as fin, out.open(entry_info(f"{root}/{new_rel}"), "w", force_zip64=True) as fout:
                 while chunk := fin.read(_CHUNK):
                     fout.write(chunk)
             written.append(new_rel)

@@ -1,19 +1,20 @@
 """Release keys and package signatures (the build side; needs the ``cryptography`` package).
 
 ``generate_key`` writes an Ed25519 private key (PEM PKCS#8, mode 0600) and its public key (PEM
-SubjectPublicKeyInfo, ``KEY.pub``). ``sign_package`` signs the exact bytes of a package's manifest
-(which holds every other entry's SHA-256) and stores the signature entry whose format
-``runtime_probe.signature`` defines and verifies. docs/security.md has the trust model.
+SubjectPublicKeyInfo, ``KEY.pub``). What is signed is the exact bytes of a package's manifest
+(which holds every other entry's SHA-256); the signature entry's format is defined and verified by
+``runtime_probe.signature``. docs/security.md has the trust model.
 
-A package is signed only after it passed its own archive checks (a safe zip, a valid manifest,
-every hash matching): signing asserts "this is what we built", so a damaged package is refused,
-not blessed. The signed file is written next to the original and swapped in with ``os.replace``
-only after it verified, so a failure never leaves a half-written package.
+``sign_manifest`` signs manifest bytes in memory: the build calls it where it writes the manifest,
+and appends manifest and signature together. ``sign_package`` signs a package that exists already
+(``aoti-guard sign``): only after it passed its own archive checks (a safe zip, a valid manifest,
+every hash matching), since signing asserts "this is what we built", so a damaged package is
+refused, not blessed. The signed file is written next to the original and swapped in with
+``os.replace`` only after it verified, so a failure never leaves a half-written package.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -26,10 +27,23 @@ from runtime_probe import layout
 from runtime_probe.archive import open_archive
 from runtime_probe.errors import PackageRejected, ToolError, UsageError
 from runtime_probe.findings import has_errors
-from runtime_probe.signature import ALGORITHM, PublicKey, SignatureEntry, key_id, parse_signature
+from runtime_probe.report import write_atomic
+from runtime_probe.signature import ALGORITHM, PublicKey, SignatureEntry, key_id, read_key_file, read_signature, verify
 from runtime_probe.trust import check_archive
 
-__all__ = ["PASSPHRASE_ENV", "KeyFiles", "SignResult", "SigningKey", "generate_key", "load_private_key", "sign_package"]
+from .package import append_entries, entry_info, sha256_bytes
+
+__all__ = [
+    "PASSPHRASE_ENV",
+    "KeyFiles",
+    "SignResult",
+    "SignedManifest",
+    "SigningKey",
+    "generate_key",
+    "load_private_key",
+    "sign_manifest",
+    "sign_package",
+]
 
 # A passphrase for an encrypted private key comes from the environment, never from argv (which
 # other users can read in ps).
@@ -79,6 +93,15 @@ class SigningKey:
 
 
 @dataclass(frozen=True)
+class SignedManifest:
+    """A manifest's signature: ``entry`` is the signature entry's bytes (``layout.SIGNATURE``)."""
+
+    entry: bytes
+    key_id: str
+    manifest_sha256: str
+
+
+@dataclass(frozen=True)
 class SignResult:
     path: str
     key_id: str
@@ -91,8 +114,8 @@ def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFil
     """Write a new Ed25519 private key to ``path`` (mode 0600) and its public key to ``path.pub``.
 
     Raises:
-        UsageError: ``path`` names a .pub file, its folder is missing, or a key is there already
-            (without ``force``).
+        UsageError: ``path`` names a .pub file, its folder is missing or not writable, or a key is
+            there already (without ``force``).
     """
     serialization, ed25519 = _crypto()
     private_path = os.fspath(path)
@@ -104,6 +127,8 @@ def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFil
     folder = os.path.dirname(os.path.abspath(private_path))
     if not os.path.isdir(folder):
         raise UsageError(f"folder {folder} does not exist", hint="create it first")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"cannot write in {folder}", hint="choose a writable folder for the key")
     if not force:
         for existing in (private_path, public_path):
             if os.path.lexists(existing):
@@ -115,29 +140,11 @@ def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFil
     private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     public_raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    _write_new(private_path, private_pem, 0o600)
-    _write_new(public_path, public_pem, 0o644)
+    # Each via a temp file with its mode set before the first byte: the private key is never
+    # readable by others, not even briefly.
+    write_atomic(private_path, private_pem, mode=0o600)
+    write_atomic(public_path, public_pem, mode=0o644)
     return KeyFiles(private_path, public_path, key_id(public_raw))
-
-
-def _write_new(path: str, data: bytes, mode: int) -> None:
-    """Write via a temp file created with ``mode`` from the start (a private key is never briefly
-    readable by others), then rename over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".aoti-guard-key-", dir=folder)
-    except OSError as exc:
-        raise UsageError(f"cannot write in {folder}: {exc.strerror}") from None
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
 
 
 def _unlink(path: str) -> None:
@@ -151,16 +158,7 @@ def load_private_key(path: str | os.PathLike[str]) -> SigningKey:
     """Read an Ed25519 private key (PEM). Raises UsageError saying what is wrong with the file."""
     serialization, ed25519 = _crypto()
     fspath = os.fspath(path)
-    try:
-        with open(fspath, "rb") as fh:
-            data = fh.read(_MAX_KEY_BYTES + 1)
-        mode = os.stat(fspath).st_mode
-    except FileNotFoundError:
-        raise UsageError(f"no key file {fspath}", hint="create one with: aoti-guard keygen KEY") from None
-    except IsADirectoryError:
-        raise UsageError(f"{fspath} is a folder, not a key file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read the key {fspath}: {exc.strerror}") from None
+    data, mode = read_key_file(fspath, _MAX_KEY_BYTES, "key", missing_hint="create one with: aoti-guard keygen KEY")
     if b"PRIVATE KEY-----" not in data:
         if b"PUBLIC KEY-----" in data:
             raise UsageError(
@@ -191,6 +189,20 @@ def load_private_key(path: str | os.PathLike[str]) -> SigningKey:
     return SigningKey(fspath, key, public_raw, warnings)
 
 
+def sign_manifest(manifest_bytes: bytes, key: SigningKey) -> SignedManifest:
+    """Sign these exact manifest bytes, in memory. The signature is checked with the key's public
+    half before it is returned (no package entry is read).
+
+    Raises:
+        ToolError: the signature does not verify (a bug).
+    """
+    signature = key.sign(manifest_bytes)
+    if not verify(key.public_key, manifest_bytes, signature):
+        raise ToolError("the new signature does not verify with the key's public half (a bug in aoti-guard)")
+    digest = sha256_bytes(manifest_bytes)
+    return SignedManifest(SignatureEntry(ALGORITHM, key.key_id, digest, signature).to_bytes(), key.key_id, digest)
+
+
 def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
     """Sign the package at ``path`` in place (replacing an earlier signature).
 
@@ -219,11 +231,10 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
         replaced = None
         if archive.has(layout.SIGNATURE):
             try:
-                replaced = parse_signature(archive.read(layout.SIGNATURE, max_bytes=64 * 1024)).key_id
+                replaced = read_signature(archive).key_id
             except ValueError:
                 replaced = "an unreadable signature"
-    digest = hashlib.sha256(manifest_bytes).hexdigest()
-    entry = SignatureEntry(ALGORITHM, key.key_id, digest, key.sign(manifest_bytes)).to_bytes()
+    signed = sign_manifest(manifest_bytes, key)
     folder = os.path.dirname(os.path.abspath(fspath))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".aoti-guard-sign-", suffix=".pt2", dir=folder)
@@ -231,7 +242,7 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
         raise UsageError(f"cannot write next to {fspath}: {exc.strerror}", hint="sign a copy in a writable folder") from None
     os.close(fd)
     try:
-        _write_signed(fspath, tmp, f"{root}/{layout.SIGNATURE}", entry, replace=replaced is not None)
+        _write_signed(fspath, tmp, f"{root}/{layout.SIGNATURE}", signed.entry, replace=replaced is not None)
         _verify_written(tmp, key)
         os.chmod(tmp, stat.S_IMODE(os.stat(fspath).st_mode))
         os.replace(tmp, fspath)
@@ -241,14 +252,7 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
     except BaseException:
         _unlink(tmp)
         raise
-    return SignResult(fspath, key.key_id, digest, replaced)
-
-
-def _entry_info(name: str) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-    info.compress_type = zipfile.ZIP_STORED
-    info.external_attr = 0o644 << 16
-    return info
+    return SignResult(fspath, key.key_id, signed.manifest_sha256, replaced)
 
 
 def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: bool) -> None:
@@ -257,8 +261,7 @@ def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: b
     copied with its name, date, attributes and bytes, then the new signature is appended."""
     if not replace:
         shutil.copyfile(src, dst)
-        with zipfile.ZipFile(dst, "a", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            zf.writestr(_entry_info(sig_name), entry)
+        append_entries(dst, [(layout.SIGNATURE, entry)])
         return
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
         for info in zin.infolist():
@@ -276,7 +279,7 @@ def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: b
             with zin.open(info) as fin, zout.open(copy, "w") as fout:
                 while chunk := fin.read(_CHUNK):
                     fout.write(chunk)
-        zout.writestr(_entry_info(sig_name), entry)
+        zout.writestr(entry_info(sig_name), entry)
 
 
 def _verify_written(path: str, key: SigningKey) -> None:

@@ -16,7 +16,7 @@ from ._wrapper_cpp import parse_wrapper_cpp
 from .archive import READ_ERRORS, open_archive, sha256_file
 from .manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
 from .manifest_rules import check_manifest
-from .signature import SignatureFormatError, parse_signature
+from .signature import SignatureFormatError, read_signature
 
 __all__ = ["inspect_package", "render_inspection"]
 
@@ -60,7 +60,7 @@ def inspect_package(path: str) -> dict[str, Any]:
         data["signed"] = archive.has(layout.SIGNATURE)
         if data["signed"]:
             try:
-                entry = parse_signature(archive.read(layout.SIGNATURE, max_bytes=64 * 1024))
+                entry = read_signature(archive)
                 data["signature"] = {"algorithm": entry.algorithm[:40], "key_id": entry.key_id[:80]}
             except (SignatureFormatError, *READ_ERRORS) as exc:
                 data["problems"].append(

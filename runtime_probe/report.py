@@ -176,8 +176,12 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
         _render_into(s, lines, verbose=verbose, indent=indent + "  ")
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write via a temp file in the same folder and os.replace: readers never see half a file."""
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
+    """Write via a temp file in the same folder and os.replace: readers never see half a file.
+
+    ``mode``: the file's permission bits, set before any byte is written (the temp file starts at
+    0600, so a secret is never readable by others, not even briefly); default: mkstemp's 0600.
+    """
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     try:
@@ -186,6 +190,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise ToolError(f"cannot write {target}: {exc.strerror}", hint="check the folder exists and is writable") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -44,6 +44,8 @@ __all__ = [
     "load_public_key",
     "parse_signature",
     "public_key_from_pem",
+    "read_key_file",
+    "read_signature",
     "verify",
 ]
 
@@ -134,6 +136,35 @@ def parse_signature(raw: bytes) -> SignatureEntry:
     return SignatureEntry(str(fields["algorithm"]), str(fields["key_id"]), str(fields["manifest_sha256"]), signature, version)
 
 
+def read_signature(archive: Archive) -> SignatureEntry:
+    """The package's signature entry, read under the size cap. Raises SignatureFormatError or one of
+    ``archive.READ_ERRORS``."""
+    return parse_signature(archive.read(layout.SIGNATURE, max_bytes=MAX_SIGNATURE_BYTES))
+
+
+def read_key_file(path: str | os.PathLike[str], max_bytes: int, what: str, *, missing_hint: str | None = None) -> tuple[bytes, int]:
+    """A small key file's bytes and its mode (``st_mode``). ``what`` names it in messages ("key",
+    "public key").
+
+    Raises:
+        UsageError: the file is missing, a folder, unreadable, or over ``max_bytes``.
+    """
+    fspath = os.fspath(path)
+    try:
+        with open(fspath, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+            mode = os.fstat(fh.fileno()).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"no {what} file {fspath}", hint=missing_hint) from None
+    except IsADirectoryError:
+        raise UsageError(f"{fspath} is a folder, not a {what} file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the {what} {fspath}: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise UsageError(f"{fspath} is not a {what} file (over {max_bytes} bytes)")
+    return data, mode
+
+
 def public_key_from_pem(data: bytes) -> bytes:
     """The raw 32 bytes of an Ed25519 PEM ``PUBLIC KEY``. Raises ValueError saying what it is instead."""
     blocks = _PEM.findall(data)
@@ -163,17 +194,7 @@ def public_key_from_pem(data: bytes) -> bytes:
 def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
     """Read an Ed25519 public key file (PEM). Raises UsageError saying what is wrong with it."""
     fspath = os.fspath(path)
-    try:
-        with open(fspath, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise UsageError(f"no public key file {fspath}", hint="pass the KEY.pub that aoti-guard keygen wrote") from None
-    except IsADirectoryError:
-        raise UsageError(f"{fspath} is a folder, not a public key file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read the public key {fspath}: {exc.strerror}") from None
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise UsageError(f"{fspath} is not a public key file (over {MAX_KEY_FILE_BYTES} bytes)")
+    data, _ = read_key_file(fspath, MAX_KEY_FILE_BYTES, "public key", missing_hint="pass the KEY.pub that aoti-guard keygen wrote")
     try:
         raw = public_key_from_pem(data)
     except ValueError as exc:
@@ -233,7 +254,7 @@ def check_signature(archive: Archive, manifest_bytes: bytes, key: PublicKey) -> 
             )
         ], detail
     try:
-        entry = parse_signature(archive.read(layout.SIGNATURE, max_bytes=MAX_SIGNATURE_BYTES))
+        entry = read_signature(archive)
     except (SignatureFormatError, *READ_ERRORS) as exc:
         return [
             _invalid(f"the signature entry cannot be used: {str(exc)[:300]}", "a valid aoti-guard signature entry", "damaged entry")

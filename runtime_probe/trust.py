@@ -18,7 +18,7 @@ from .archive import READ_ERRORS, Archive, check_hashes
 from .findings import Finding, error, has_errors, info, warning
 from .manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
 from .manifest_rules import check_manifest
-from .signature import PublicKey, check_signature, parse_signature, short_id
+from .signature import PublicKey, check_signature, read_signature, short_id
 
 __all__ = ["TrustCheck", "check_archive"]
 
@@ -105,7 +105,7 @@ def check_archive(archive: Archive, public_key: PublicKey | None = None, *, veri
 def _unchecked(archive: Archive) -> Finding:
     signer = "an unknown key"
     try:
-        signer = short_id(parse_signature(archive.read(layout.SIGNATURE, max_bytes=64 * 1024)).key_id[:80])
+        signer = short_id(read_signature(archive).key_id[:80])
     except (*READ_ERRORS, ValueError):
         pass
     return info(

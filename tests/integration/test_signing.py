@@ -140,10 +140,10 @@ def test_build_that_cannot_sign_writes_nothing(keys: tuple[Path, Path], tmp_path
     from aoti_guard import builder
     from runtime_probe.errors import ToolError
 
-    def refuse(path: str, key: object) -> None:
+    def refuse(manifest: bytes, key: object) -> None:
         raise ToolError("the signing service is down (simulated)")
 
-    monkeypatch.setattr(builder, "sign_package", refuse)
+    monkeypatch.setattr("aoti_guard.assemble.sign_manifest", refuse)  # the build signs the manifest bytes there
     out = tmp_path / "m.pt2"
     report = builder.build(f"{MODELS}:static", builder.BuildOptions(output=str(out), debug_twin=False, sign_key=str(keys[0])))
     assert not report.passed and report.exit_code == 1
