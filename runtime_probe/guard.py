@@ -28,6 +28,7 @@ from .findings import error, has_errors
 from .host import parse_device
 from .manifest import Dim, InputSpec, Manifest
 from .twin import materialize_twin
+from .weights import constant_problems
 
 __all__ = ["GuardedModel", "load"]
 
@@ -294,45 +295,14 @@ class GuardedModel:
         Raises:
             ConstantsContractError: before torch's load_constants is called, naming the constant.
         """
-        expected = {c.fqn: c for c in self.manifest.package_constants()}
-        inlined = {c.fqn for c in self.manifest.constants if c.storage != "package"}
-        for fqn in tensors:
-            if fqn not in expected:
-                why = "was inlined into the compiled code and cannot be replaced" if fqn in inlined else "is not a constant of this model"
+        given = {fqn: (str(t.dtype).replace("torch.", ""), tuple(t.shape)) for fqn, t in tensors.items()}
+        problems = constant_problems(given, self.manifest.constants, source="the new weights", full=check_full_update, refuse_inlined=True)
+        for f in problems:
+            if f.severity.value == "error":
                 raise ConstantsContractError(
-                    f"{fqn}: {why}", code="constants.unexpected", constant=fqn, expected="one of " + ", ".join(sorted(expected)), found=fqn
-                )
-        if check_full_update:
-            missing = sorted(set(expected) - set(tensors))
-            if missing:
-                raise ConstantsContractError(
-                    f"{missing[0]}: missing from the new weights ({len(missing)} missing)",
-                    code="constants.missing",
-                    constant=missing[0],
-                    expected=", ".join(missing[:8]),
-                    found="absent",
-                    hint="pass every constant, or check_full_update=False",
+                    f.message, code=f.code, constant=f.evidence.get("constant"), expected=f.expected, found=f.found, hint=f.hint
                 )
         for fqn, t in tensors.items():
-            c = expected[fqn]
-            dtype = str(t.dtype).replace("torch.", "")
-            if dtype != c.dtype:
-                raise ConstantsContractError(
-                    f"{fqn}: dtype is {dtype}, expected {c.dtype}",
-                    code="constants.dtype_mismatch",
-                    constant=fqn,
-                    expected=c.dtype,
-                    found=dtype,
-                    hint=f"convert with .to(torch.{c.dtype})",
-                )
-            if tuple(t.shape) != tuple(c.shape):
-                raise ConstantsContractError(
-                    f"{fqn}: shape is {list(t.shape)}, expected {list(c.shape)}",
-                    code="constants.shape_mismatch",
-                    constant=fqn,
-                    expected=str(list(c.shape)),
-                    found=str(list(t.shape)),
-                )
             if t.device.type != self.device.type or (self.device.index is not None and t.device.index != self.device.index):
                 raise ConstantsContractError(
                     f"{fqn}: is on {t.device}, the model runs on {self.device}",
