@@ -21,7 +21,6 @@ class State:
     def __init__(self) -> None:
         self.models: dict[str, Any] = {}
         self.tensor_files: dict[str, dict[str, Any]] = {}
-        self.checkers: dict[str, Any] = {}
 
 
 def _dist_version(name: str) -> str | None:
@@ -187,20 +186,18 @@ def op_run(
 
     tensors = _tensors(state, golden_path)
     leaves: list[Any] = []
-    named: dict[str, Any] = {}
     for spec in inputs:
         if spec["kind"] == "tensor":
             t = tensors[sample["inputs"][spec["name"]]]
-            placed = _restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device)
-            leaves.append(placed)
-            named[spec["name"]] = placed
+            leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
+    args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
     if contract_from is not None:
         from .errors import InputContractError
 
         try:
-            _checker(state, contract_from, device).check_leaves(named)
+            _checker(contract_from, device).check(*args, **kwargs)
         except InputContractError as exc:
             return {
                 "contract_error": {
@@ -212,7 +209,6 @@ def op_run(
                     "hint": exc.hint,
                 }
             }
-    args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
     model = state.models[key]
     started = time.monotonic()
     result = model(*args, **kwargs)
@@ -245,23 +241,21 @@ def op_run(
     return report
 
 
-def _checker(state: State, package: str, device: str) -> Any:
-    key = f"{package}@{device}"
-    if key not in state.checkers:
-        import torch
+def _checker(package: str, device: str) -> Any:
+    """The guarded loader's input checks for ``package`` (one --inputs run per probe: not cached)."""
+    import torch
 
-        from . import layout
-        from .archive import open_archive
-        from .guard import InputChecker
-        from .manifest import parse_manifest
+    from . import layout
+    from .archive import open_archive
+    from .guard import InputChecker
+    from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 
-        archive, _ = open_archive(package)
-        if archive is None:
-            raise RuntimeError(f"cannot reopen {package}")
-        with archive:
-            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=64 * 1024 * 1024))
-        state.checkers[key] = InputChecker(manifest, torch.device(device))
-    return state.checkers[key]
+    archive, _ = open_archive(package)
+    if archive is None:
+        raise RuntimeError(f"cannot reopen {package}")
+    with archive:
+        manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+    return InputChecker(manifest, torch.device(device))
 
 
 def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:

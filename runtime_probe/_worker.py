@@ -36,7 +36,6 @@ def _fast_exit(state: Any) -> NoReturn:
     import gc
 
     state.models.clear()
-    state.checkers.clear()
     state.tensor_files.clear()
     gc.collect()
     atexit._run_exitfuncs()

@@ -88,8 +88,6 @@ class _Outcome:
             return "timed out"
         if isinstance(self.failure, ChildRaised):
             return f"raised {self.failure.error_type}"
-        if isinstance(self.result, dict) and self.result.get("contract_error"):
-            return "inputs rejected"
         if isinstance(self.result, dict) and _nonfinite(self.result):
             return "non-finite output"
         return "failed"
@@ -115,7 +113,7 @@ def _attempt(
         result = None
         if replay.stage == "run" and replay.run_args is not None:
             result = worker.request("run", ctx.timeout(), **{**replay.run_args, "key": "m"})
-            if isinstance(result, dict) and (result.get("contract_error") or _nonfinite(result)):
+            if isinstance(result, dict) and _nonfinite(result):
                 return _Outcome(False, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result)
         return _Outcome(True, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result)
     except ChildFailure as exc:
@@ -140,10 +138,7 @@ def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | N
 
 
 def _input_name(ctx: LadderContext, index: int) -> str:
-    if ctx.manifest is None:
-        return f"input {index}"
-    tensors = ctx.manifest.io.tensor_inputs()
-    return tensors[index].name if index < len(tensors) else f"input {index}"
+    return ctx.manifest.io.tensor_input_name(index) if ctx.manifest is not None else f"input {index}"
 
 
 def _classify_text(ctx: LadderContext, outcome: _Outcome, step: str) -> list[Finding]:
@@ -178,19 +173,6 @@ def _classify_text(ctx: LadderContext, outcome: _Outcome, step: str) -> list[Fin
                 found=line,
                 hint="the twin and sanitizer steps name the kernel",
                 evidence={"step": step, "line": line},
-            )
-        )
-    if isinstance(outcome.result, dict) and outcome.result.get("contract_error"):
-        ce = outcome.result["contract_error"]
-        findings.append(
-            error(
-                ce["code"],
-                PHASE,
-                ce["message"],
-                expected=ce.get("expected"),
-                found=ce.get("found"),
-                hint=ce.get("hint") or "fix the caller's inputs",
-                evidence={"argument": ce.get("argument"), "step": step},
             )
         )
     return findings

@@ -232,19 +232,6 @@ class InputChecker:
         env.finish()
         return tuple(values[n] for n in self._positional), {n: values[n] for n in self._keyword}
 
-    def check_leaves(self, leaves: dict[str, Any]) -> None:
-        """Validate flat leaves given by input name (the probe's --inputs file)."""
-        env = _Env()
-        for spec in self.manifest.io.inputs:
-            if spec.kind != "tensor":
-                continue
-            if spec.name not in leaves:
-                raise InputContractError(
-                    f"{spec.name}: missing from the inputs", code="input.count", argument=spec.name, expected="a tensor", found="nothing"
-                )
-            self._checks[spec.name](leaves[spec.name], env)
-        env.finish()
-
     def _check_nested(self, param: str, value: Any, env: _Env) -> None:
         pytree = self._pytree
         specs = self._specs.get(param, [])

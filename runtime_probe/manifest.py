@@ -121,6 +121,11 @@ class IOContract:
     def tensor_inputs(self) -> list[InputSpec]:
         return sorted((i for i in self.inputs if i.kind == "tensor"), key=lambda i: i.index or 0)
 
+    def tensor_input_name(self, index: int) -> str:
+        """The name of AOTI's ``input_handles[index]`` (its checks count tensor inputs only)."""
+        tensors = self.tensor_inputs()
+        return tensors[index].name if 0 <= index < len(tensors) else f"input {index}"
+
 
 @dataclass(frozen=True)
 class KernelImage:

@@ -178,8 +178,7 @@ def _child_finding(exc: ChildFailure, what: str, stage: str, shared: Shared, dev
     evidence["traceback"] = str(exc.evidence.get("traceback", ""))[-4000:]
     check = input_check(exc.stderr)
     if check is not None and shared.manifest is not None:
-        tensors = shared.manifest.io.tensor_inputs()
-        name = tensors[check.index].name if check.index < len(tensors) else f"input {check.index}"
+        name = shared.manifest.io.tensor_input_name(check.index)
         return error(
             check.code,
             phase,
@@ -305,6 +304,12 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
     return args
 
 
+def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The failing run's arguments for the ladder's children. The contract check is dropped: it
+    passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
+    return {k: v for k, v in args.items() if k != "contract_from"}
+
+
 def golden_phase(shared: Shared, dev: Device) -> Phase:
     assert dev.worker is not None and shared.archive is not None
     m = shared.manifest
@@ -350,7 +355,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                 )
             )
             if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
-                dev.replay = Replay("run", _replay_kind(exc), args)
+                dev.replay = Replay("run", _replay_kind(exc), _replay_args(args))
             if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
                 continue  # the child lives on; a CUDA error poisons the context, so stop there
             break
@@ -372,7 +377,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
-            dev.replay = Replay("run", "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch", args)
+            dev.replay = Replay("run", "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch", _replay_args(args))
     return findings, {"runs": runs, "compared": dev.golden_valid}, True
 
 

@@ -33,10 +33,6 @@ class TrustCheck:
     findings: tuple[Finding, ...]
     detail: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def ok(self) -> bool:
-        return not has_errors(self.findings)
-
 
 def check_archive(archive: Archive, public_key: PublicKey | None = None, *, verify_hashes: bool = True) -> TrustCheck:
     """Check signature (when ``public_key`` is given), manifest and hashes of an opened archive."""
