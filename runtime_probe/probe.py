@@ -158,11 +158,16 @@ def _skipped(after: str) -> list[PhaseResult]:
     return [make_phase(name, 0.0, [], skipped_reason=reason) for name in PHASES[PHASES.index(after) + 1 :]]
 
 
-def _device_phases(shared: Shared, dev: Device, say: ProgressFn) -> list[PhaseResult]:
-    """host -> load -> constants -> golden -> escalate for one device."""
+def _new_worker(shared: Shared) -> Worker:
+    """A device's child: AOTI's own input checks on, so a wrong input is an error, not garbage."""
+    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **shared.options.env}, python=shared.options.python)
+
+
+def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker | None = None) -> list[PhaseResult]:
+    """host -> load -> constants -> golden -> escalate for one device (in ``worker``, else a new child)."""
     results: list[PhaseResult] = []
     prefix = f"{dev.label} " if dev.label else ""
-    dev.worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **shared.options.env}, python=shared.options.python)
+    dev.worker = worker or _new_worker(shared)
     dev.worker.submit("facts", device_type=dev.device_type, device_index=dev.device_index)
     try:
         for name, fn in (("host", host_phase), ("load", load_phase), ("constants", constants_phase), ("golden", golden_phase)):
@@ -186,11 +191,15 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
     assert shared.archive is not None  # called after the archive phase passed
     if package_device(shared.archive, shared.manifest) != "cuda":
         raise UsageError("--all-devices probes every visible GPU, but this package targets the CPU", hint="drop --all-devices")
-    with Worker(env=dict(shared.options.env), python=shared.options.python) as counter:
-        try:
-            facts = counter.request("facts", shared.options.timeout_s, device_type="cuda", device_index=-1)
-        except ChildFailure:
-            facts = {}
+    # the child that counts the GPUs has imported torch already: it goes on as cuda:0's worker
+    first = _new_worker(shared)
+    counter: Worker | None = first
+    try:
+        facts = first.request("facts", shared.options.timeout_s, device_type="cuda", device_index=-1)
+    except ChildFailure:
+        facts = {}
+        first.close()
+        counter = None  # the device phases start their own child and report what failed
     count = len(facts.get("devices") or [])
     if count == 0:
         dev = Device("cuda", None, "cuda")
@@ -198,7 +207,7 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
             Report(
                 kind="probe",
                 package={"path": shared.path},
-                phases=tuple(_device_phases(shared, dev, say)),
+                phases=tuple(_device_phases(shared, dev, say, counter)),
                 host=dev.host,
                 title="cuda (no device visible)",
             )
@@ -208,7 +217,7 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
 
     def run(dev: Device) -> None:
         assert dev.device_index is not None
-        phases[dev.device_index] = _device_phases(shared, dev, say)
+        phases[dev.device_index] = _device_phases(shared, dev, say, counter if dev.device_index == 0 else None)
 
     threads = [threading.Thread(target=run, args=(d,), name=d.label) for d in devices]
     for t in threads:

@@ -104,6 +104,21 @@ def test_cuda_package_built_on_the_gpu_machine_on_a_cpu_host(tmp_path: Path) -> 
         assert "env.cpu_isa_missing" in codes(report)
 
 
+def test_all_devices_on_a_host_without_gpus(tmp_path: Path) -> None:
+    """--all-devices with no GPU visible: one section that says so (the child that counted the
+    GPUs is reused for it), no crash."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    proc, report = probe_json(CUDA_FIXTURE, tmp_path, "--all-devices", "--no-escalate")
+    assert proc.returncode == 1
+    assert [s["title"] for s in report["sections"]] == ["cuda (no device visible)"]
+    section = report["sections"][0]
+    assert "env.device_unavailable" in codes(section)
+    assert {p["name"]: p["status"] for p in section["phases"]}["load"] == "skipped"
+
+
 def test_cuda_fixture_inspects_without_cuda() -> None:
     from runtime_probe.inspect import inspect_package
 
