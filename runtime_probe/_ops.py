@@ -304,6 +304,8 @@ def op_selftest(state: State, action: str, **kw: Any) -> Any:
         sys.stdout.flush()
         return "printed"
     elif action == "raise":
+        if kw.get("note"):  # as AOTI's C++ logs the real reason to fd 2 just before raising
+            os.write(2, (str(kw["note"]) + "\n").encode())
         raise RuntimeError("selftest error")
     elif action == "exit":
         os._exit(int(kw.get("code", 7)))

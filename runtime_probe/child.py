@@ -13,13 +13,16 @@ output, so the caller can turn them into findings.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -188,6 +191,15 @@ class ChildRaised(ChildFailure):
         return f"{self.error_type}: {self.message}"
 
 
+def _unread(fd: int) -> int:
+    """Bytes waiting in a pipe (FIONREAD); 0 when it cannot be asked."""
+    try:
+        count: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return count
+    except OSError:
+        return 0
+
+
 class Worker:
     """One child interpreter serving requests. Use as a context manager.
 
@@ -227,6 +239,7 @@ class Worker:
         finally:
             os.close(cmd_r)
             os.close(res_w)
+        self._drain_lock = threading.Lock()
         self._readers = [
             threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout), daemon=True),
             threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr), daemon=True),
@@ -237,18 +250,37 @@ class Worker:
         self._pending: tuple[str, int, int, float] | None = None
         self.closed = False
 
-    @staticmethod
-    def _drain(stream: Any, capture: BoundedCapture) -> None:
+    def _drain(self, stream: Any, capture: BoundedCapture) -> None:
+        """Copy one of the child's output pipes into its capture. Bytes are read and fed under
+        ``_drain_lock`` only, so ``_settle`` can tell when all that was written has arrived."""
         fd = stream.fileno()
         while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            capture.feed(chunk)
-        stream.close()
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if not ready:
+                continue
+            with self._drain_lock:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    stream.close()
+                    return
+                capture.feed(chunk)
+
+    def _settle(self, limit: float = 2.0) -> None:
+        """Wait until the output pipes hold no unread bytes. The child writes its stderr (AOTI logs
+        the real reason there) before its reply, but on another pipe: without this the reader
+        thread may not have copied those lines yet when the reply arrives."""
+        deadline = time.monotonic() + limit
+        streams = [s for s in (self.proc.stdout, self.proc.stderr) if s is not None]
+        while True:
+            with self._drain_lock:
+                if all(s.closed or _unread(s.fileno()) == 0 for s in streams):
+                    return
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
     def __enter__(self) -> Worker:
         return self
@@ -314,6 +346,7 @@ class Worker:
                 {"signal": signal_name(self.proc.returncode), "python_stack": python_stack(stderr), "native": native_lines(stderr)},
             )
         reply = json.loads(line)
+        self._settle()
         if not reply.get("ok"):
             raise ChildRaised(op, self.stdout.since(out_mark), self.stderr.since(err_mark), seconds, None, dict(reply.get("error") or {}))
         return reply.get("result")

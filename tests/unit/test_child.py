@@ -32,6 +32,16 @@ def test_signal_becomes_crash_with_evidence(sig: str) -> None:
     assert any("op_selftest" in frame for frame in exc.evidence["python_stack"])
 
 
+def test_what_the_child_wrote_before_raising_is_in_the_exception() -> None:
+    """The reply and the child's stderr travel on different pipes: the capture must hold every byte
+    written before the reply (the twin's "At least one NaN in buf3" is such a line)."""
+    with Worker(env=SELFTEST) as w:
+        for i in range(200):
+            with pytest.raises(ChildRaised) as info:
+                w.request("selftest", 30, action="raise", note=f"native reason {i}")
+            assert f"native reason {i}" in info.value.stderr, i
+
+
 def test_exception_keeps_child_alive() -> None:
     with Worker(env=SELFTEST) as w:
         with pytest.raises(ChildRaised) as info:
