@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe import __version__
-
-from .spec import BuildSpec
+from aoti_guard.spec import BuildSpec
+from runtime_probe._version import __version__
 
 if TYPE_CHECKING:
-    from .builder import BuildOptions, build
+    from aoti_guard.builder.pipeline import BuildOptions, build
 
 __all__ = ["BuildOptions", "BuildSpec", "__version__", "build"]
 
@@ -22,7 +21,7 @@ def __getattr__(name: str) -> Any:
     # The build side loads on first use, so `aoti-guard --help`, `probe` and `inspect` do not pay
     # for it (PEP 562).
     if name in ("BuildOptions", "build"):
-        from . import builder
+        from aoti_guard.builder import pipeline as builder
 
         return getattr(builder, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from aoti_guard.cli import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runtime_probe.child import child_environment, signal_name
+from runtime_probe.child.worker import child_environment, signal_name
 
 __all__ = ["ProcResult", "Running", "python_argv", "start"]
 

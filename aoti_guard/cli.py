@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from runtime_probe import __version__
+from runtime_probe._version import __version__
 from runtime_probe.cli import emit_report
 from runtime_probe.errors import GuardError
 
 if TYPE_CHECKING:
-    from aoti_guard.signing import SigningKey
+    from aoti_guard.pt2.signing import SigningKey
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -194,8 +194,8 @@ def build(
       aoti-guard build models.py:make -o model.pt2 --reference onnxruntime --minify
     """
     _check_report_path(json_path, "--json")
-    from aoti_guard.builder import BuildOptions
-    from aoti_guard.builder import build as run_build
+    from aoti_guard.builder.options import BuildOptions
+    from aoti_guard.builder.pipeline import build as run_build
 
     options = BuildOptions(
         output=output,
@@ -347,7 +347,7 @@ def probe(
         if image is None and _is_given(ctx, name):
             raise click.UsageError(f"--{name.replace('_', '-')} only applies with --image IMAGE")
     if image is not None:
-        from aoti_guard.container_probe import ImageProbeOptions, ProbeSource, probe_in_image
+        from aoti_guard.container.probe import ImageProbeOptions, ProbeSource, probe_in_image
 
         for flag, given in (("--inputs", inputs), ("--inputs-device", inputs_device), ("--all-devices", all_devices)):
             if given:
@@ -370,8 +370,8 @@ def probe(
         report = probe_in_image(package, image_options, lambda phase, event: say(phase, event))
         emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
         sys.exit(report.exit_code)
-    from runtime_probe.probe import ProbeOptions
-    from runtime_probe.probe import probe as run_probe
+    from runtime_probe.probe.run import ProbeOptions
+    from runtime_probe.probe.run import probe as run_probe
 
     options = ProbeOptions(
         device=device,
@@ -414,7 +414,7 @@ def inspect(package: str, as_json: bool) -> None:
 
 def _load_key(path: str) -> SigningKey:
     """The private key, loaded once; its warnings (a key others can read) are printed."""
-    from aoti_guard.signing import load_private_key
+    from aoti_guard.pt2.signing import load_private_key
 
     key = load_private_key(path)
     for message in key.warnings:
@@ -434,7 +434,7 @@ def keygen(key: str, force: bool) -> None:
       aoti-guard build -o model.pt2 --sign-key release.key
       python -m runtime_probe model.pt2 --public-key release.key.pub
     """
-    from aoti_guard.signing import generate_key
+    from aoti_guard.pt2.signing import generate_key
 
     files = generate_key(key, force=force)
     click.echo(f"wrote {files.private} (private, mode 0600) and {files.public} (public)")
@@ -453,7 +453,7 @@ def sign(package: str, key: str) -> None:
     other entry. The package must pass its own archive checks first (safe zip, valid manifest,
     every hash matching): a damaged package is refused (exit 1), never signed.
     """
-    from aoti_guard.signing import sign_package
+    from aoti_guard.pt2.signing import sign_package
     from runtime_probe.errors import PackageRejected
     from runtime_probe.findings import Finding, Severity
     from runtime_probe.report import format_finding

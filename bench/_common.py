@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime_probe._cpu import cpu_model
+from runtime_probe.host.cpu import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -3,7 +3,7 @@
 Three arms, each a fresh interpreter per run (what a release pipeline runs), interleaved:
 
 - ``bare``: ``python bench/_bare_build.py OUT.pt2`` (torch.export.export + aoti_compile_and_package
-  of ``aoti_guard.example.example_spec()``);
+  of ``aoti_guard.builder.example.example_spec()``);
 - ``build-no-twin``: ``python -m aoti_guard build -o OUT.pt2 --no-debug-twin``;
 - ``build``: ``python -m aoti_guard build -o OUT.pt2`` (with the debug twin);
 - with ``--baseline DIR``, also ``build-no-twin@base`` and ``build@base``: the same commands run

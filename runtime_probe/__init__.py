@@ -7,12 +7,11 @@ for serving containers; ``runtime_probe.load`` is the guarded loader.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
-from .findings import Finding, Severity
-from .guard import GuardedModel, load
-from .report import Report
+from runtime_probe._version import __version__
+from runtime_probe.errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
+from runtime_probe.findings import Finding, Severity
+from runtime_probe.guard.load import GuardedModel, load
+from runtime_probe.report import Report
 
 __all__ = [
     "ConstantsContractError",

@@ -2,6 +2,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from runtime_probe.cli import main
 
 sys.exit(main())

@@ -12,9 +12,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import __version__
-from .errors import GuardError
-from .report import Report, render_text, write_json, write_junit
+from runtime_probe._version import __version__
+from runtime_probe.errors import GuardError
+from runtime_probe.report import Report, render_text, write_json, write_junit
 
 __all__ = ["emit_report", "main", "progress_printer"]
 
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_output_path(args.junit, "--junit")
         if args.timeout <= 0:
             raise _Usage("--timeout must be positive")
-        from .probe import ProbeOptions, probe
+        from runtime_probe.probe.run import ProbeOptions, probe
 
         if args.escalate_timeout <= 0:
             raise _Usage("--escalate-timeout must be positive")

@@ -11,12 +11,13 @@ import json
 import os
 from typing import Any
 
-from . import _elf, layout
-from ._wrapper_cpp import parse_wrapper_cpp
-from .archive import READ_ERRORS, open_archive, sha256_file
-from .manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
-from .manifest_rules import check_manifest
-from .signature import SignatureFormatError, read_signature
+from runtime_probe import layout
+from runtime_probe.formats import elf as _elf
+from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
+from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
+from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
+from runtime_probe.package.manifest_rules import check_manifest
+from runtime_probe.trust.signature import SignatureFormatError, read_signature
 
 __all__ = ["inspect_package", "render_inspection"]
 

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .report import write_atomic
+from runtime_probe.report import write_atomic
 
 __all__ = ["DEFAULT_REPORT", "check", "main", "run"]
 
@@ -46,7 +46,7 @@ def _stamp(package: str) -> dict[str, Any]:
 
 def run(package: str, report: str, probe_args: Sequence[str], command: Sequence[str]) -> int:
     """Probe, then exec ``command`` if the package passed. Returns an exit code when it does not exec."""
-    from . import cli
+    from runtime_probe import cli
 
     try:
         os.makedirs(os.path.dirname(os.path.abspath(report)), exist_ok=True)

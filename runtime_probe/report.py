@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ToolError
-from .findings import Finding, Severity, exit_code_of
+from runtime_probe.errors import ToolError
+from runtime_probe.findings import Finding, Severity, exit_code_of
 
 __all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "render_text", "write_atomic", "write_json", "write_junit"]
 

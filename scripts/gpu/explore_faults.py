@@ -17,7 +17,7 @@ OUT, GATHER, NAN = sys.argv[1], sys.argv[2], sys.argv[3]
 RUN = r"""
 import os, sys, torch
 import runtime_probe
-from runtime_probe import _safetensors
+from runtime_probe.formats import safetensors as _safetensors
 pkg, which, inputs = sys.argv[1], sys.argv[2], sys.argv[3]
 t = _safetensors.load(inputs, device="cuda")
 m = runtime_probe.load(pkg, model=which)
@@ -49,7 +49,7 @@ def run(tag: str, pkg: str, which: str, inputs: str, env: dict[str, str], prefix
 def main() -> None:
     import torch
 
-    from runtime_probe import _safetensors
+    from runtime_probe.formats import safetensors as _safetensors
 
     bad_gather = os.path.join(OUT, "gather_bad_inputs.safetensors")
     table = torch.randn(4096)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime_probe import layout
-from runtime_probe._safetensors import ITEMSIZE, TORCH_TO_DTYPE
+from runtime_probe.formats.safetensors import ITEMSIZE, TORCH_TO_DTYPE
 
 if TYPE_CHECKING:
     from .make_corpus import _Corpus

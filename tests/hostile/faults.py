@@ -30,7 +30,7 @@ SITECUSTOMIZE = """
 import os, subprocess, sys, time
 fault = os.environ.get("AOTI_GUARD_TEST_FAULT")
 if fault:
-    from runtime_probe import _ops
+    from runtime_probe.child import ops as _ops
 
     def faulty_load(state, **kw):
         if fault == "hang":

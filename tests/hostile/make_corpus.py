@@ -283,9 +283,9 @@ def _names(c: _Corpus) -> None:
 def _signature(c: _Corpus) -> Path | None:
     if c.keys is None:
         return None
-    from aoti_guard.signing import load_private_key, sign_package
-    from runtime_probe._ed25519 import L
-    from runtime_probe.signature import SignatureEntry, parse_signature
+    from aoti_guard.pt2.signing import load_private_key, sign_package
+    from runtime_probe.trust.ed25519 import L
+    from runtime_probe.trust.signature import SignatureEntry, parse_signature
 
     pub = ("--public-key", str(c.keys.public))
     signed = c.out / "signed-good.pt2"
@@ -369,7 +369,7 @@ def make_corpus(source: Path, out: Path, keys: Keys | None = None) -> list[Case]
 
 
 def make_keys(folder: Path) -> Keys:
-    from aoti_guard.signing import generate_key
+    from aoti_guard.pt2.signing import generate_key
 
     folder.mkdir(parents=True, exist_ok=True)
     a = generate_key(folder / "release.key", force=True)

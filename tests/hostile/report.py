@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from runtime_probe._cpu import cpu_model
+from runtime_probe.host.cpu import cpu_model
 
 from .faults import SCENARIOS, Fault
 from .make_corpus import make_corpus, make_keys

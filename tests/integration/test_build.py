@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from runtime_probe import layout
-from runtime_probe._cpu import cpu_flags
-from runtime_probe.manifest import Dim, parse_manifest
+from runtime_probe.host.cpu import cpu_flags
+from runtime_probe.package.manifest import Dim, parse_manifest
 
 from .conftest import MODELS, Built, build_package, run_cli
 
@@ -61,7 +61,7 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     (out,) = m.io.outputs
     assert out.name == "output" and out.tensor is not None and out.tensor.shape == (8, 16)
     # constants: FQNs, dtypes, shapes and content hashes of the real parameters
-    from aoti_guard.contract import tensor_sha256
+    from aoti_guard.builder.contract import tensor_sha256
 
     by_fqn = {c.fqn: c for c in m.constants}
     assert set(by_fqn) == {"lin.weight", "lin.bias"}
@@ -144,7 +144,7 @@ def _run_py(code: str) -> subprocess.CompletedProcess[str]:
 def test_plain_torch_still_loads_the_release_model(example_pkg: Built) -> None:
     code = f"""
 import torch
-from aoti_guard.example import example_spec
+from aoti_guard.builder.example import example_spec
 spec = example_spec()
 m = torch._inductor.aoti_load_package({str(example_pkg.path)!r})
 for b in (1, 5, 64):
@@ -160,7 +160,7 @@ print("OK")
 
 def test_debug_twin_loads_by_name_and_prints_kernels(example_pkg: Built) -> None:
     code = f"""
-import torch, runtime_probe.guard as g
+import torch, runtime_probe.guard.load as g
 twin = g.load({str(example_pkg.path)!r}, model="debug_twin")
 rel = g.load({str(example_pkg.path)!r})
 x = torch.randn(3, 16); mask = torch.rand(3, 32) > 0.5

@@ -36,7 +36,7 @@ def test_crash_without_weights_is_named_by_the_native_frames(noweights_pkg: Buil
 def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> None:
     import torch
 
-    from runtime_probe import _safetensors
+    from runtime_probe.formats import safetensors as _safetensors
 
     x = torch.rand(4, 8) + 0.5
     x[1, 2] = -3.0
@@ -58,7 +58,7 @@ def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> 
 def test_no_escalate_skips_the_ladder(sqrt_pkg: Built, tmp_path: Path) -> None:
     import torch
 
-    from runtime_probe import _safetensors
+    from runtime_probe.formats import safetensors as _safetensors
 
     inputs = tmp_path / "bad.safetensors"
     _safetensors.dump({"x": -torch.ones(4, 8)}, inputs)
@@ -70,7 +70,7 @@ def test_no_escalate_skips_the_ladder(sqrt_pkg: Built, tmp_path: Path) -> None:
 def test_inputs_are_checked_against_the_contract_by_name(sqrt_pkg: Built, tmp_path: Path) -> None:
     import torch
 
-    from runtime_probe import _safetensors
+    from runtime_probe.formats import safetensors as _safetensors
 
     wrong = tmp_path / "wrong.safetensors"
     _safetensors.dump({"x": torch.rand(4, 9)}, wrong)
@@ -97,7 +97,7 @@ def test_cuda_package_built_on_the_gpu_machine_on_a_cpu_host(tmp_path: Path) -> 
     assert status(report)["load"] == "skipped", "nothing native may be opened on a host that cannot run it"
     host = next(p for p in report["phases"] if p["name"] == "host")
     assert host["status"] == "failed"
-    from runtime_probe._cpu import cpu_flags
+    from runtime_probe.host.cpu import cpu_flags
 
     if "avx512f" not in (cpu_flags() or set()):
         # it was built with -march=native on an AVX-512/AMX Xeon: this CPU could not run its .so

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def example_model(example_pkg: Built) -> Any:
-    from runtime_probe.guard import load
+    from runtime_probe import load
 
     return load(example_pkg.path)
 
 
 @pytest.fixture(scope="module")
 def mixed_model(mixed_pkg: Built) -> Any:
-    from runtime_probe.guard import load
+    from runtime_probe import load
 
     return load(mixed_pkg.path)
 
@@ -68,7 +68,7 @@ def test_guarded_loader_names_the_argument(example_model: Any, case: str) -> Non
 def test_good_calls_by_position_and_keyword(example_model: Any) -> None:
     import torch
 
-    from aoti_guard.example import example_spec
+    from aoti_guard.builder.example import example_spec
 
     spec = example_spec()
     for b in (1, 7, 64):
@@ -160,7 +160,7 @@ print("SILENT", silent)
 def test_tampered_package_is_rejected_before_loading(example_pkg: Built, tmp_path: Path) -> None:
     import zipfile
 
-    from runtime_probe.guard import load
+    from runtime_probe import load
 
     bad = tmp_path / "tampered.pt2"
     with zipfile.ZipFile(example_pkg.path) as zin, zipfile.ZipFile(bad, "w") as zout:
@@ -175,15 +175,15 @@ def test_tampered_package_is_rejected_before_loading(example_pkg: Built, tmp_pat
 
 
 def test_plain_package_cannot_be_guarded(plain_pkg: Path) -> None:
-    from runtime_probe.guard import load
+    from runtime_probe import load
 
     with pytest.raises(PackageRejected, match="no aoti-guard manifest"):
         load(plain_pkg)
 
 
 def test_plain_package_is_refused_before_its_entries_are_read(plain_pkg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtime_probe import archive
-    from runtime_probe.guard import load
+    from runtime_probe import load
+    from runtime_probe.package import archive
 
     def read_all(*_: object, **__: object) -> None:
         raise AssertionError("the entries of a package without a manifest were read")
@@ -197,8 +197,8 @@ def test_plain_package_is_refused_before_its_entries_are_read(plain_pkg: Path, m
 def test_weights_are_checked_before_load_constants(example_pkg: Built) -> None:
     import torch
 
+    from runtime_probe import load
     from runtime_probe.errors import ConstantsContractError
-    from runtime_probe.guard import load
 
     example_model = load(example_pkg.path)  # its own instance: the swap below changes its weights
 

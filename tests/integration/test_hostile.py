@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime_probe import load
 from runtime_probe.errors import PackageRejected
-from runtime_probe.guard import load
 from runtime_probe.inspect import inspect_package
 from tests.hostile.make_corpus import Case, Keys, make_corpus, make_keys
 from tests.hostile.runner import Outcome, run_isolated

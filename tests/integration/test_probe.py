@@ -213,7 +213,7 @@ def test_package_without_weights_passes_with_its_weights(noweights_pkg: Built, s
 
 def test_import_runtime_probe_needs_the_standard_library_only() -> None:
     code = (
-        "import sys, runtime_probe, runtime_probe.probe, runtime_probe.guard, runtime_probe.cli, runtime_probe.inspect, runtime_probe.signature;"
+        "import sys, runtime_probe, runtime_probe.probe.run, runtime_probe.guard.load, runtime_probe.cli, runtime_probe.inspect, runtime_probe.trust.signature;"
         "heavy = [m for m in ('torch', 'click', 'onnx', 'onnxruntime', 'docker', 'numpy', 'aoti_guard', 'cryptography') if m in sys.modules];"
         "print(heavy)"
     )

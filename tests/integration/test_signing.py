@@ -114,7 +114,7 @@ def test_signing_an_existing_package_then_resigning(static_pkg: Built, keys: tup
 def test_guarded_loader_takes_the_same_key(signed_build: Built, keys: tuple[Path, Path], static_pkg: Built) -> None:
     import torch
 
-    from runtime_probe.guard import load
+    from runtime_probe import load
 
     model = load(signed_build.path, public_key=f"{keys[0]}.pub")
     assert model(torch.randn(8, 16)).shape == (8, 16)
@@ -137,13 +137,13 @@ def test_build_with_an_unusable_key_fails_before_compiling(which: str, keys: tup
 
 
 def test_build_that_cannot_sign_writes_nothing(keys: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aoti_guard import builder
+    from aoti_guard.builder import pipeline as builder
     from runtime_probe.errors import ToolError
 
     def refuse(manifest: bytes, key: object) -> None:
         raise ToolError("the signing service is down (simulated)")
 
-    monkeypatch.setattr("aoti_guard.assemble.sign_manifest", refuse)  # the build signs the manifest bytes there
+    monkeypatch.setattr("aoti_guard.builder.assemble.sign_manifest", refuse)  # the build signs the manifest bytes there
     out = tmp_path / "m.pt2"
     report = builder.build(f"{MODELS}:static", builder.BuildOptions(output=str(out), debug_twin=False, sign_key=str(keys[0])))
     assert not report.passed and report.exit_code == 1

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.child import Worker
+from runtime_probe.child.worker import Worker
 
 from .conftest import Built
 

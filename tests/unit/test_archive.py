@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.archive import Limits, check_hashes, open_archive
 from runtime_probe.errors import UsageError
+from runtime_probe.package.archive import Limits, check_hashes, open_archive
 
 
 def make(path: Path, entries: list[tuple[str, bytes]], *, symlink: str | None = None, deflate: bool = False) -> Path:

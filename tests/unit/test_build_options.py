@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from aoti_guard.builder import BuildOptions, check_options
+from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.pipeline import check_options
 from runtime_probe.errors import ToolError, UsageError
 
 

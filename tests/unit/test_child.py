@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runtime_probe.child import BoundedCapture, ChildCrashed, ChildRaised, ChildTimeout, Worker, native_lines, python_stack
+from runtime_probe.child.worker import BoundedCapture, ChildCrashed, ChildRaised, ChildTimeout, Worker, native_lines, python_stack
 
 SELFTEST = {"RUNTIME_PROBE_SELFTEST": "1"}
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from aoti_guard import _docker_run as dr
-from aoti_guard.container_probe import ImageProbeOptions, ProbeSource, probe_in_image, target_device, wants_gpus
+from aoti_guard.container import docker_run as dr
+from aoti_guard.container.probe import ImageProbeOptions, ProbeSource, probe_in_image, target_device, wants_gpus
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import CODES, EXIT_CODES, error, exit_code_of, info
 from runtime_probe.report import Report
@@ -40,7 +40,7 @@ def test_gpus_are_requested_for_cuda(device: str | None, package_device: str | N
 
 
 def test_probe_flags_reach_the_container(tmp_path: Path) -> None:
-    from aoti_guard.container_probe import _probe_args
+    from aoti_guard.container.probe import _probe_args
 
     pkg = str(tmp_path / "m.pt2")
     plain = _probe_args(pkg, ImageProbeOptions(image="img"))
@@ -208,7 +208,7 @@ def test_unreachable_engine_is_a_finding_exit_3_no_traceback(tmp_path: Path) -> 
 
 
 def test_importing_aoti_guard_does_not_import_docker() -> None:
-    code = "import sys, aoti_guard, aoti_guard.cli, aoti_guard.container_probe; print('docker' in sys.modules)"
+    code = "import sys, aoti_guard, aoti_guard.cli, aoti_guard.container.probe; print('docker' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
@@ -216,7 +216,7 @@ def test_importing_aoti_guard_does_not_import_docker() -> None:
 
 def test_the_cli_does_not_import_the_build_side_until_build_runs() -> None:
     # `aoti-guard --help`, probe and inspect start without builder (and all it pulls in)
-    code = "import sys, aoti_guard, aoti_guard.cli; print('aoti_guard.builder' in sys.modules); aoti_guard.build; print('aoti_guard.builder' in sys.modules)"
+    code = "import sys, aoti_guard, aoti_guard.cli; print('aoti_guard.builder.pipeline' in sys.modules); aoti_guard.build; print('aoti_guard.builder.pipeline' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from runtime_probe.inspect import inspect_package, render_inspection
-from runtime_probe.probe import ProbeOptions, probe
+from runtime_probe.probe.run import ProbeOptions, probe
 from tests.hostile.make_corpus import Case, make_corpus, make_keys
 
 from .fakepkg import make_package

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe._diagnose import (
+from runtime_probe.ladder.readers import (
     classify_frames,
     cuda_error,
     first_sanitizer_error,
@@ -49,13 +49,13 @@ def test_load_crash_backtrace_is_a_cxx_runtime_mismatch() -> None:
     ],
 )
 def test_each_cause_rule(frame: str, cause: str) -> None:
-    from runtime_probe._diagnose import Frames
+    from runtime_probe.ladder.readers import Frames
 
     assert classify_frames(Frames(frames=("??  [libfoo.so]", frame)))[0] == cause
 
 
 def test_innermost_matching_frame_decides() -> None:
-    from runtime_probe._diagnose import Frames
+    from runtime_probe.ladder.readers import Frames
 
     frames = Frames(frames=("_int_malloc  [libc.so.6]", "load_constants  [model.wrapper.so]"))
     assert classify_frames(frames)[0] == "allocator"
@@ -111,7 +111,7 @@ def test_sanitizer_error_count_comes_from_the_summary() -> None:
 
 
 def test_twin_findings_name_the_faulting_kernel() -> None:
-    from runtime_probe.ladder_findings import twin_findings
+    from runtime_probe.ladder.findings import twin_findings
 
     findings, evidence = twin_findings(
         read("gather_twin.stdout"), read("gather_twin.stderr"), replay_kind="crash", device_type="cuda", crash_signal="SIGABRT"
@@ -122,7 +122,7 @@ def test_twin_findings_name_the_faulting_kernel() -> None:
 
 
 def test_twin_findings_name_the_nan_kernel_and_buffer() -> None:
-    from runtime_probe.ladder_findings import twin_findings
+    from runtime_probe.ladder.findings import twin_findings
 
     findings, _ = twin_findings(
         read("nan_twin.stdout"), read("nan_twin.stderr"), replay_kind="nonfinite", device_type="cuda", crash_signal=None
@@ -134,7 +134,7 @@ def test_twin_findings_name_the_nan_kernel_and_buffer() -> None:
 
 
 def test_native_findings_classify_the_load_crash_with_so_facts() -> None:
-    from runtime_probe.ladder_findings import native_findings
+    from runtime_probe.ladder.findings import native_findings
 
     so = {"file": "x.wrapper.so", "links_libstdcxx": False, "needed": ["libtorch.so", "libc.so.6"], "glibcxx": None}
     findings, evidence = native_findings(
@@ -152,7 +152,7 @@ def test_native_findings_classify_the_load_crash_with_so_facts() -> None:
 
 
 def test_native_findings_fall_back_to_frames() -> None:
-    from runtime_probe.ladder_findings import native_findings
+    from runtime_probe.ladder.findings import native_findings
 
     text = "Thread 1 received signal SIGSEGV\n#0  0x01 in some_function () from libfoo.so\n#1  0x02 in other () from libbar.so\n"
     (f,), evidence = native_findings(text, stage="run", so={}, process_libstdcxx=None, built_with=None, unloaded_constants=0)

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from runtime_probe import _ed25519
-from runtime_probe.signature import PublicKey, public_key_from_pem, verify
+from runtime_probe.trust import ed25519 as _ed25519
+from runtime_probe.trust.signature import PublicKey, public_key_from_pem, verify
 
 crypto = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
 serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")

@@ -1,4 +1,4 @@
-"""Tests for runtime_probe._elf.
+"""Tests for runtime_probe.formats.elf.
 
 CUDA expectations come from cuobjdump 13.5 run on the committed fixtures
 (tests/unit/data/elf/make_cubins.sh), including on the byte-patched variants
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe._elf import (
+from runtime_probe.formats.elf import (
     ElfError,
     ElfInfo,
     cubin_arch,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.manifest import Dim, ManifestError, dump_manifest, parse_manifest
+from runtime_probe.package.manifest import Dim, ManifestError, dump_manifest, parse_manifest
 
 
 def minimal() -> dict[str, Any]:

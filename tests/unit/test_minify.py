@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aoti_guard.minify import MARKER, check_minify_dir, minify_dir, minify_reason, parse_minifier_log
+from aoti_guard.builder.minify import MARKER, check_minify_dir, minify_dir, minify_reason, parse_minifier_log
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import error, warning
 from runtime_probe.report import make_phase

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime_probe import layout
-from runtime_probe.archive import open_archive
 from runtime_probe.findings import CODES, Finding
-from runtime_probe.manifest import Manifest, ManifestError, parse_manifest
-from runtime_probe.signature import PublicKey, SignatureFormatError, parse_signature, public_key_from_pem
-from runtime_probe.trust import check_archive
+from runtime_probe.package.archive import open_archive
+from runtime_probe.package.manifest import Manifest, ManifestError, parse_manifest
+from runtime_probe.trust.check import check_archive
+from runtime_probe.trust.signature import PublicKey, SignatureFormatError, parse_signature, public_key_from_pem
 
 from .fakepkg import make_package, manifest_dict
 

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from aoti_guard import _proc
-from aoti_guard.reference_onnx import PendingReference, exporter_summary, finish_reference
-from runtime_probe import _safetensors
-from runtime_probe.manifest import GoldenSample, InputSpec, IOContract, OutputSpec, TensorSpec
+from aoti_guard.builder.validate.onnx_reference import PendingReference, exporter_summary, finish_reference
+from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.package.manifest import GoldenSample, InputSpec, IOContract, OutputSpec, TensorSpec
 
 # The shape of torch 2.13's ConversionError text (ANSI colours included).
 EXPORT_ERROR = """Failed to convert the exported program to an ONNX model. \x1b[96mThis is step 3/3\x1b[0m of exporting the model to ONNX. Next steps:
@@ -105,7 +105,7 @@ def test_importing_aoti_guard_does_not_import_onnx() -> None:
     import subprocess
 
     code = (
-        "import sys, aoti_guard, aoti_guard.cli, aoti_guard.builder, aoti_guard.reference_onnx, aoti_guard.minify;"
+        "import sys, aoti_guard, aoti_guard.cli, aoti_guard.builder.pipeline, aoti_guard.builder.validate.onnx_reference, aoti_guard.builder.minify;"
         "print([m for m in ('onnx', 'onnxscript', 'onnxruntime') if m in sys.modules])"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])

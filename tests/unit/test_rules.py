@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_probe._symexpr import ExprError, compile_expr, free_symbols
-from runtime_probe.host import Requirements, arch_runs_on, check_host, compare_torch
+from runtime_probe.formats.symexpr import ExprError, compile_expr, free_symbols
+from runtime_probe.host.rules import Requirements, arch_runs_on, check_host, compare_torch
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests of runtime_probe._safetensors: round trips, byte compatibility with the official
+"""Tests of runtime_probe.formats.safetensors: round trips, byte compatibility with the official
 ``safetensors`` package, hostile inputs, and a fuzz property (arbitrary/mutated bytes)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import runtime_probe._safetensors as stx
-from runtime_probe._safetensors import (
+import runtime_probe.formats.safetensors as stx
+from runtime_probe.formats.safetensors import (
     DTYPE_TO_TORCH,
     ITEMSIZE,
     TORCH_TO_DTYPE,
@@ -184,7 +184,7 @@ def test_parse_header_does_not_import_torch(tmp_path: Path) -> None:
     (tmp_path / "w.safetensors").write_bytes(blob)
     code = textwrap.dedent(f"""
         import sys
-        import runtime_probe._safetensors as s
+        import runtime_probe.formats.safetensors as s
         p = {str(tmp_path / "w.safetensors")!r}
         data = open(p, "rb").read()
         h = s.parse_header(data, file_size=len(data))

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from aoti_guard.cli import main as aoti_guard_main
-from aoti_guard.signing import PASSPHRASE_ENV, generate_key, load_private_key, sign_package
+from aoti_guard.pt2.signing import PASSPHRASE_ENV, generate_key, load_private_key, sign_package
 from runtime_probe import layout
-from runtime_probe.archive import open_archive
 from runtime_probe.errors import PackageRejected, UsageError
-from runtime_probe.signature import (
+from runtime_probe.package.archive import open_archive
+from runtime_probe.trust.check import TrustCheck, check_archive
+from runtime_probe.trust.signature import (
     BACKEND_ENV,
     SignatureEntry,
     SignatureFormatError,
@@ -24,7 +25,6 @@ from runtime_probe.signature import (
     load_public_key,
     parse_signature,
 )
-from runtime_probe.trust import TrustCheck, check_archive
 
 from .fakepkg import ROOT, make_package
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import torch
 
-from aoti_guard.golden import Sample
-from aoti_guard.verdict import AGREE, COMPILER, NONE, NUMERICS, classify, compare_pair, judge, three_way, verdict_findings
-from runtime_probe.manifest import IOContract, OutputSpec, TensorSpec
+from aoti_guard.builder.validate.golden import Sample
+from aoti_guard.builder.validate.verdict import AGREE, COMPILER, NONE, NUMERICS, classify, compare_pair, judge, three_way, verdict_findings
+from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 

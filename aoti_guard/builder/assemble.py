@@ -1,0 +1,132 @@
+"""Assembling the manifest and appending it, the golden samples and the twin to the package.
+
+Runs last: the manifest records facts read off the compiled files themselves (the generated
+source's constants and compile command, the .so's symbol versions, each cubin's arch) and the
+hashes of every entry written before it. With a signing key, the manifest bytes are signed in
+memory and the signature entry is appended together with the manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from aoti_guard.builder import toolchain
+from aoti_guard.builder.compile import TWIN_CONFIGS
+from aoti_guard.builder.contract import extract_constants
+from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.validate.golden import TOLERANCE_RULE
+from aoti_guard.builder.validate.run import Validation
+from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
+from aoti_guard.pt2.writer import append_entries, copy_twin, hash_entries, zip_root
+from runtime_probe import layout
+from runtime_probe._version import __version__
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, TwinInfo, dump_manifest
+
+__all__ = ["assemble", "summary"]
+
+
+def assemble(
+    ep: Any,
+    options: BuildOptions,
+    contract: IOContract,
+    release_pt2: str,
+    twin_pt2: str | None,
+    outcome: Validation,
+    signer: SigningKey | None = None,
+) -> tuple[Manifest, SignedManifest | None]:
+    """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
+
+    Raises:
+        GuardError: signing failed; the manifest was not appended.
+    """
+    import json
+    import zipfile
+
+    from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
+
+    root = zip_root(release_pt2)
+    wrapper_text, so_bytes = "", None
+    kernel_files: list[tuple[str, bytes]] = []
+    aoti_meta: dict[str, str] = {}
+    with zipfile.ZipFile(release_pt2) as zf:
+        for name in zf.namelist():
+            rel = name.split("/", 1)[1]
+            if not rel.startswith(layout.model_dir(layout.RELEASE_MODEL)):
+                continue
+            if rel.endswith(".wrapper.cpp"):
+                wrapper_text = zf.read(name).decode("utf-8", "replace")
+            elif rel.endswith(".so") and (so_bytes is None or rel.endswith(".wrapper.so")):
+                so_bytes = zf.read(name)
+            elif rel.endswith((".cubin", ".fatbin")):
+                kernel_files.append((rel, zf.read(name)))
+            elif rel.endswith("_metadata.json") and not aoti_meta:
+                try:
+                    aoti_meta = {str(k): str(v) for k, v in json.loads(zf.read(name)).items()}
+                except ValueError:
+                    aoti_meta = {}
+    wrapper = parse_wrapper_cpp(wrapper_text)
+    target = toolchain.build_target(options.device, wrapper, aoti_meta, toolchain.kernel_images(kernel_files))
+    tools = toolchain.build_toolchain(wrapper, so_bytes)
+    constants = extract_constants(ep, wrapper.runtime_constants())
+
+    golden = None
+    if outcome.golden_bytes is not None:
+        append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
+        golden = Golden(
+            layout.GOLDEN,
+            tuple(outcome.index),
+            tuple(outcome.tolerances),
+            len(outcome.golden_bytes),
+            options.golden_max_bytes,
+            TOLERANCE_RULE,
+        )
+    twin = None
+    if twin_pt2 is not None:
+        copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
+        twin = TwinInfo(
+            layout.TWIN_MODEL,
+            layout.TWIN_DIR,
+            True,
+            str(TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
+            {k: str(v) for k, v in TWIN_CONFIGS.items()},
+            tuple((outcome.twin_info or {}).get("kernels", [])),
+        )
+    manifest = Manifest(
+        schema_version=MANIFEST_SCHEMA_VERSION,
+        tool={"name": "aoti-guard", "version": __version__},
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        root=root,
+        model_name=layout.RELEASE_MODEL,
+        io=contract,
+        target=target,
+        toolchain=tools,
+        constants=tuple(constants),
+        hashes=hash_entries(release_pt2),
+        golden=golden,
+        debug_twin=twin,
+        inductor_configs={k: str(v) for k, v in options.inductor_configs.items()},
+        validation={"table": outcome.table, "errors": sum(1 for f in outcome.findings if f.severity.value == "error")},
+        aoti_metadata=aoti_meta,
+    )
+    manifest_bytes = dump_manifest(manifest)
+    entries = [(layout.MANIFEST, manifest_bytes)]
+    signed = None
+    if signer is not None:
+        signed = sign_manifest(manifest_bytes, signer)
+        entries.append((layout.SIGNATURE, signed.entry))
+    append_entries(release_pt2, entries)
+    return manifest, signed
+
+
+def summary(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "inputs": [i.name for i in manifest.io.inputs],
+        "outputs": [o.name for o in manifest.io.outputs],
+        "symbols": {s.name: [s.min, s.max] for s in manifest.io.symbols},
+        "constants": len(manifest.constants),
+        "golden_samples": [g.id for g in manifest.golden.samples] if manifest.golden else [],
+        "debug_twin": manifest.debug_twin is not None,
+        "kernel_archs": list(manifest.target.kernel_archs),
+        "cpu_isa": list(manifest.target.cpu_isa),
+    }

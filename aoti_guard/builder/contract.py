@@ -1,0 +1,335 @@
+"""The I/O contract of an exported program: named inputs and outputs, dtypes, symbolic shapes with
+ranges, strides, devices; and the constants (weights and buffers) with content hashes.
+
+AOTI itself records none of the names or ranges, and numbers inputs by position only; this is what
+lets the probe and the guarded loader say "x: dim 0 is 100, above the maximum 64 of 'batch'".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
+
+__all__ = ["bind_example", "dtype_name", "extract_constants", "extract_contract", "jsonable_value", "leaf_name"]
+
+_KIND_NAMES = {
+    inspect.Parameter.POSITIONAL_ONLY: "positional_only",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional_or_keyword",
+    inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+    inspect.Parameter.VAR_POSITIONAL: "var_positional",
+    inspect.Parameter.VAR_KEYWORD: "var_keyword",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def jsonable_value(value: Any) -> Any:
+    """A non-tensor leaf as JSON (ints, floats, bools, strings, None); others by repr."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else repr(value)
+    return repr(value)
+
+
+def _signature(model: Any) -> inspect.Signature | None:
+    try:
+        forward = model.forward if hasattr(model, "forward") else model
+        return inspect.signature(forward)
+    except (TypeError, ValueError):
+        return None
+
+
+def _params(sig: inspect.Signature | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[ParamSpec]:
+    if sig is None:
+        return [ParamSpec(f"arg{i}", "positional_only", "positional") for i in range(len(args))] + [
+            ParamSpec(k, "keyword_only", "keyword") for k in kwargs
+        ]
+    out = []
+    positional_seen = 0
+    extra_kwargs = set(kwargs)
+    for p in sig.parameters.values():
+        kind = _KIND_NAMES[p.kind]
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            passed = "positional" if positional_seen < len(args) else "omitted"
+            positional_seen = len(args)
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            passed = "keyword" if extra_kwargs else "omitted"
+        elif p.kind is not inspect.Parameter.KEYWORD_ONLY and positional_seen < len(args):
+            passed = "positional"
+            positional_seen += 1
+        elif p.name in kwargs:
+            passed = "keyword"
+            extra_kwargs.discard(p.name)
+        else:
+            passed = "omitted"
+        out.append(ParamSpec(p.name, kind, passed))
+    return out
+
+
+def bind_example(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The example inputs by parameter name, as ``model.forward`` would bind them."""
+    params = _params(_signature(model), args, kwargs)
+    positional = [p.name for p in params if p.kind in ("positional_only", "positional_or_keyword")]
+    return dict(zip(positional, args)) | dict(kwargs)
+
+
+def leaf_name(path: Sequence[Any], params: Sequence[ParamSpec]) -> tuple[str, str]:
+    """(leaf name, parameter name) for a pytree key path into ``(args, kwargs)``."""
+    from torch.utils import _pytree as pytree
+
+    if not path:
+        return "input", "input"
+    top = path[0]
+    rest = pytree.keystr(tuple(path[2:])) if len(path) > 2 else ""
+    if getattr(top, "idx", None) == 0 and len(path) > 1:
+        idx = int(path[1].idx)
+        positional = [p for p in params if p.kind in ("positional_only", "positional_or_keyword")]
+        var = next((p for p in params if p.kind == "var_positional"), None)
+        if idx < len(positional):
+            param = positional[idx].name
+            return param + rest, param
+        if var is not None:
+            return f"{var.name}[{idx - len(positional)}]{rest}", var.name
+        return f"arg{idx}{rest}", f"arg{idx}"
+    if getattr(top, "idx", None) == 1 and len(path) > 1:
+        key = str(path[1].key)
+        return key + rest, key
+    return pytree.keystr(tuple(path)), "input"
+
+
+def _symbol_names(
+    dynamic_shapes: Any, args: Sequence[Any], kwargs: Mapping[str, Any], params: Sequence[ParamSpec]
+) -> dict[str, dict[int, str]]:
+    """Leaf name -> {dim index: user Dim name}, read off the user's dynamic_shapes (best effort)."""
+    out: dict[str, dict[int, str]] = {}
+    if dynamic_shapes is None:
+        return out
+    import torch
+
+    def walk(value: Any, spec: Any, name: str) -> None:
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            items = spec.items() if isinstance(spec, Mapping) else enumerate(spec) if isinstance(spec, (list, tuple)) else []
+            for dim, d in items:
+                dname = getattr(d, "__name__", None)
+                if isinstance(dim, int) and isinstance(dname, str) and re.match(r"^[A-Za-z_]\w*$", dname) and not hasattr(d, "root"):
+                    out.setdefault(name, {})[dim] = dname
+        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for i, (v, s) in enumerate(zip(value, spec)):
+                walk(v, s, f"{name}[{i}]")
+        elif isinstance(value, Mapping) and isinstance(spec, Mapping):
+            for k, v in value.items():
+                walk(v, spec.get(k), f"{name}[{k!r}]")
+
+    named = {p.name: p for p in params}
+    positional = [p for p in params if p.kind in ("positional_only", "positional_or_keyword")]
+    bound: dict[str, Any] = {}
+    for i, a in enumerate(args):
+        bound[positional[i].name if i < len(positional) else f"arg{i}"] = a
+    bound.update(kwargs)
+    if isinstance(dynamic_shapes, Mapping):
+        for key, spec in dynamic_shapes.items():
+            if key in bound:
+                walk(bound[key], spec, key)
+    elif isinstance(dynamic_shapes, (list, tuple)):
+        values = list(bound.items())
+        for (key, value), spec in zip(values, dynamic_shapes):
+            walk(value, spec, key)
+    del named
+    return out
+
+
+def _expr(value: Any, rename: Mapping[str, str]) -> int | str:
+    if isinstance(value, int):
+        return value
+    text = str(value.node.expr if hasattr(value, "node") else value)
+    if not rename:
+        return text
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), text)
+
+
+def extract_contract(
+    ep: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, model: Any = None, dynamic_shapes: Any = None, eager_outputs: Any = None
+) -> IOContract:
+    """Build the I/O contract from an ExportedProgram and the example inputs it was exported with."""
+    import torch
+    from torch.utils import _pytree as pytree
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    sig = _signature(model if model is not None and not isinstance(model, torch.export.ExportedProgram) else ep.module())
+    params = _params(sig, args, kwargs)
+    in_spec = ep.call_spec.in_spec
+    ordered_kwargs = {k: kwargs[k] for k in spec_kwarg_order(in_spec, kwargs)}
+    leaves = pytree.tree_flatten_with_path((tuple(args), ordered_kwargs))[0]
+
+    user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    user_specs = [s for s in ep.graph_signature.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    fake_vals: list[Any] = []
+    for s in user_specs:
+        node = user_nodes.get(getattr(s.arg, "name", ""))
+        fake_vals.append(node.meta.get("val") if node is not None else None)
+
+    dim_names = _symbol_names(dynamic_shapes, args, kwargs, params)
+    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    rename: dict[str, str] = {}
+    tensor_leaves = []
+    for path, value in leaves:
+        name, _ = leaf_name(path, params)
+        if isinstance(value, torch.Tensor):
+            tensor_leaves.append((name, value))
+    fake_tensors: list[Any] = [v for v in fake_vals if isinstance(v, torch.Tensor)]
+    for (name, _example), fake in zip(tensor_leaves, fake_tensors):
+        for dim, size in enumerate(fake.shape):
+            if isinstance(size, torch.SymInt):
+                sym = str(size.node.expr)
+                user = dim_names.get(name, {}).get(dim)
+                if user and sym in ranges and sym not in rename and user not in rename.values():
+                    rename[sym] = user
+
+    def dim_of(size: Any) -> int | Dim:
+        if not isinstance(size, torch.SymInt):
+            return int(size)
+        expr = size.node.expr
+        vr = ranges.get(str(expr))
+        if vr is None:
+            vr = bound_sympy(expr, dict(ep.range_constraints))
+        lo, hi = vr.lower, vr.upper
+        return Dim(str(_expr(size, rename)), int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None)
+
+    inputs: list[InputSpec] = []
+    sources: dict[str, list[str]] = {}
+    tensor_index = 0
+    fake_iter = iter(fake_tensors)
+    for path, value in leaves:
+        name, param = leaf_name(path, params)
+        if isinstance(value, torch.Tensor):
+            fake = next(fake_iter, None)
+            shape_src = fake.shape if fake is not None else value.shape
+            stride_src = fake.stride() if fake is not None else value.stride()
+            shape = tuple(dim_of(s) for s in shape_src)
+            for d, s in enumerate(shape):
+                if isinstance(s, Dim) and re.match(r"^[A-Za-z_]\w*$", s.expr):
+                    sources.setdefault(s.expr, []).append(f"{name}.shape[{d}]")
+            tensor = TensorSpec(
+                dtype=dtype_name(value.dtype),
+                shape=shape,
+                stride=tuple(_expr(s, rename) for s in stride_src),
+                contiguous=bool(value.is_contiguous()),
+                device=value.device.type,
+            )
+            inputs.append(InputSpec(name, param, "tensor", tensor_index, tensor))
+            tensor_index += 1
+        else:
+            inputs.append(InputSpec(name, param, "constant", None, None, jsonable_value(value)))
+
+    symbols = []
+    for sym, vr in sorted(ranges.items()):
+        name = rename.get(sym, sym)
+        lo, hi = vr.lower, vr.upper
+        symbols.append(Symbol(name, int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None, tuple(sources.get(name, []))))
+
+    outputs = _outputs(ep, eager_outputs, dim_of)
+    return IOContract(
+        params=tuple(params),
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        symbols=tuple(symbols),
+        in_spec=pytree.treespec_dumps(in_spec),
+        out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
+    )
+
+
+def spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
+    """The kwargs order the exported program flattens in (torch's reorder_kwargs)."""
+    try:
+        kwargs_spec = in_spec.child(1) if hasattr(in_spec, "child") else in_spec.children_specs[1]  # newer torch renamed it
+        context = kwargs_spec.context
+        order = [k for k in context if k in kwargs]
+        return order + [k for k in kwargs if k not in order]
+    except (AttributeError, IndexError, TypeError):
+        return list(kwargs)
+
+
+def _outputs(ep: Any, eager_outputs: Any, dim_of: Any) -> list[OutputSpec]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    user_names = list(ep.graph_signature.user_outputs)
+    vals = []
+    graph_outs = list(out_node.args[0])
+    n_mut = len(graph_outs) - len(user_names)
+    for a in graph_outs[n_mut:]:
+        vals.append(a.meta.get("val") if hasattr(a, "meta") else a)
+    if eager_outputs is not None:
+        paths = [p for p, _ in pytree.tree_flatten_with_path(eager_outputs)[0]]
+        names = ["output" + pytree.keystr(p) for p in paths]
+    else:
+        names = ["output"] if len(vals) == 1 else [f"output[{i}]" for i in range(len(vals))]
+    outs = []
+    for i, v in enumerate(vals):
+        name = names[i] if i < len(names) else f"output[{i}]"
+        if isinstance(v, torch.Tensor):
+            spec = TensorSpec(
+                dtype=dtype_name(v.dtype),
+                shape=tuple(dim_of(s) for s in v.shape),
+                stride=tuple(str(s) if not isinstance(s, int) else s for s in v.stride()),
+                contiguous=True,
+                device=v.device.type,
+            )
+            outs.append(OutputSpec(name, spec))
+        else:
+            outs.append(OutputSpec(name, None, jsonable_value(v)))
+    return outs
+
+
+def tensor_sha256(t: Any) -> str:
+    """SHA-256 of the tensor's row-major little-endian bytes: the bytes a safetensors file holds,
+    so the probe can hash a weights file with the standard library and compare."""
+    from runtime_probe.formats.safetensors import tensor_bytes
+
+    return hashlib.sha256(tensor_bytes(t)).hexdigest()
+
+
+def extract_constants(ep: Any, runtime_constants: Mapping[str, str]) -> list[ConstantSpec]:
+    """Every weight/buffer/constant of the program; ``runtime_constants`` maps FQN -> AOTI's
+    internal name for those the package keeps as replaceable runtime constants."""
+    import torch
+
+    sig = ep.graph_signature
+    kinds: dict[str, str] = {}
+    for fqn in sig.parameters:
+        kinds[fqn] = "parameter"
+    for fqn in sig.buffers:
+        kinds[fqn] = "buffer"
+    tensors: dict[str, Any] = dict(ep.state_dict)
+    for fqn, value in ep.constants.items():
+        if isinstance(value, torch.Tensor):
+            tensors[fqn] = value
+            kinds.setdefault(fqn, "constant")
+    out = []
+    for fqn, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            continue
+        out.append(
+            ConstantSpec(
+                fqn=fqn,
+                kind=kinds.get(fqn, "constant"),
+                dtype=dtype_name(t.dtype),
+                shape=tuple(int(s) for s in t.shape),
+                sha256=tensor_sha256(t),
+                nbytes=int(t.numel() * t.element_size()),
+                storage="package" if fqn in runtime_constants else "inlined",
+                internal_name=runtime_constants.get(fqn),
+            )
+        )
+    return out

@@ -1,0 +1,71 @@
+"""The export step's pieces: the eager run on the example inputs, ``torch.export``, and what to do
+when it fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aoti_guard.builder.resolve import describe_exception
+from aoti_guard.spec import BuildSpec
+from runtime_probe.findings import error
+from runtime_probe.recorder import StepFailed
+
+__all__ = ["eager_run", "export_hint", "export_program"]
+
+
+def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
+    """The model's outputs on its example inputs. Raises StepFailed when it does not run."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return eager_fn(*spec.args, **dict(spec.kwargs))
+    except Exception as exc:
+        raise StepFailed(
+            [
+                error(
+                    "build.eager_failed",
+                    "export",
+                    f"the model raised on its example inputs: {type(exc).__name__}",
+                    found="\n".join(describe_exception(exc)),
+                    hint="make the model run eagerly on the example inputs first",
+                )
+            ],
+            "the eager model does not run",
+        ) from exc
+
+
+def export_program(spec: BuildSpec, dynamic: Any) -> Any:
+    """``torch.export.export`` of the spec. Raises StepFailed with the first useful lines and a hint."""
+    import torch
+
+    try:
+        return torch.export.export(spec.model, tuple(spec.args), dict(spec.kwargs), dynamic_shapes=dynamic)
+    except Exception as exc:
+        lines = describe_exception(exc)
+        raise StepFailed(
+            [
+                error(
+                    "build.export_failed",
+                    "export",
+                    f"torch.export could not export {spec.label}: {lines[0][:300]}",
+                    found="\n".join(lines)[:3000],
+                    hint=export_hint(exc),
+                    evidence={"lines": lines},
+                )
+            ],
+            "export failed",
+        ) from exc
+
+
+def export_hint(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if "data-dependent" in text or "GuardOnDataDependentSymNode" in text or "Could not guard on data-dependent" in text:
+        return "the model branches on tensor values: use torch.cond, or torch._check(...) to state what holds"
+    if "Constraints violated" in text or "specialized" in text:
+        return "a dimension you marked dynamic was specialized by the model's code: narrow the Dim range or make that dimension static"
+    if "Unsupported" in text or "graph break" in text.lower():
+        return (
+            "torch.export cannot trace this construct; see the first lines above and rewrite that part (no .item(), no Python side effects)"
+        )
+    return "run torch.export.export(model, args) alone to see the full error; see the torch.export docs for fixes"

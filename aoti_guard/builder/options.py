@@ -1,0 +1,36 @@
+"""How to build: ``BuildOptions`` and the phase names, a leaf module (nothing it imports imports it back)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PHASES", "BuildOptions", "ProgressFn"]
+
+ProgressFn = Callable[[str, str, float | None], None]  # (phase, "start" | status | message, seconds)
+PHASES = ("resolve", "export", "compile", "debug_twin", "validate", "package")  # + "minify" with --minify
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build. ``output`` must end in .pt2 (torch's loader insists)."""
+
+    output: str
+    device: str = "cpu"
+    dynamic: tuple[str, ...] = ()
+    inductor_configs: Mapping[str, Any] = field(default_factory=dict)
+    debug_twin: bool = True
+    trace_dir: str | None = None
+    allow_nonfinite: bool = False
+    golden_max_bytes: int = 16 * 1024 * 1024
+    fp64_reference: bool = True
+    atol: float | None = None
+    rtol: float | None = None
+    seed: int = 0
+    timeout_s: float = 600.0
+    reference: str | None = None  # "onnxruntime": a second reference for validation
+    keep_onnx: str | None = None  # where to keep the exported .onnx (needs reference)
+    minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
+    minify_timeout_s: float = 300.0
+    sign_key: str | None = None  # an Ed25519 private key file: sign the package before it is written

@@ -1,0 +1,384 @@
+"""``aoti-guard build``: export, compile (release + debug twin), validate, package — one .pt2.
+
+The build is a list of steps (``STEPS``) run in order by one loop (``runtime_probe.recorder``):
+each step reads and fills a ``BuildState`` and returns its findings, or raises ``StepFailed`` to
+stop the build (the steps after it are skipped). The library never prints or exits: it returns a
+Report (see runtime_probe.report), and raises UsageError only for unusable arguments.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aoti_guard.builder import compile as compile_mod
+from aoti_guard.builder import contract as contract_mod
+from aoti_guard.builder import minify as minify_mod
+from aoti_guard.builder.assemble import assemble, summary
+from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
+from aoti_guard.builder.export import eager_run, export_program
+from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
+from aoti_guard.builder.resolve import FactoryError, resolve_target
+from aoti_guard.builder.validate import run as validate
+from aoti_guard.builder.validate.onnx_reference import REFERENCES
+from aoti_guard.pt2 import writer as package_mod
+from aoti_guard.pt2.signing import SigningKey, load_private_key
+from aoti_guard.spec import BuildSpec
+from runtime_probe import layout
+from runtime_probe._version import __version__
+from runtime_probe.child.worker import Worker
+from runtime_probe.errors import GuardError, ToolError, UsageError
+from runtime_probe.findings import Finding, error, has_errors, warning
+from runtime_probe.package.archive import sha256_file
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract
+from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
+from runtime_probe.report import Report
+
+__all__ = ["STEPS", "BuildOptions", "BuildState", "ProgressFn", "build", "check_options"]
+
+_ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
+
+
+def check_options(options: BuildOptions) -> None:
+    """Raise UsageError for options that cannot work, before any slow work starts."""
+    if not options.output.endswith(".pt2"):
+        raise UsageError(
+            f"output {options.output!r} does not end in .pt2", hint="torch's loader only opens files named *.pt2: use -o NAME.pt2"
+        )
+    folder = os.path.dirname(os.path.abspath(options.output))
+    if not os.path.isdir(folder):
+        raise UsageError(f"output folder {folder} does not exist", hint="create it first")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"output folder {folder} is not writable", hint="choose another -o path")
+    dev = options.device
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise UsageError(f"unknown device {dev!r}", hint="use cpu, cuda or cuda:N")
+    if options.golden_max_bytes < 0:
+        raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
+    parse_dynamic(options.dynamic)
+    bad = compile_mod.validate_config_keys(options.inductor_configs)
+    if bad:  # before export, so a typo costs no time
+        raise UsageError(f"unknown --inductor-config key(s): {', '.join(bad)}", hint="see torch._inductor.config for the option names")
+    _check_reference(options)
+    if options.minify:
+        if options.minify_timeout_s <= 0:
+            raise UsageError("the minifier timeout must be positive", hint="give --minify-timeout in seconds")
+        minify_mod.check_minify_dir(minify_mod.minify_dir(options.output))
+
+
+def _check_reference(options: BuildOptions) -> None:
+    if options.reference is not None and options.reference not in REFERENCES:
+        raise UsageError(f"unknown reference {options.reference!r}", hint=f"use one of: {', '.join(REFERENCES)}")
+    if options.keep_onnx is not None:
+        if options.reference is None:
+            raise UsageError("--keep-onnx keeps the model of --reference onnxruntime", hint="add --reference onnxruntime")
+        folder = os.path.dirname(os.path.abspath(options.keep_onnx))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--keep-onnx: folder {folder} does not exist", hint="create it first")
+        if os.path.isdir(options.keep_onnx):
+            raise UsageError(f"--keep-onnx: {options.keep_onnx} is a folder", hint="give a file path, e.g. model.onnx")
+    if options.reference == "onnxruntime":
+        missing = [m for m in _ONNX_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ToolError(
+                f"--reference onnxruntime needs {', '.join(missing)}, which this environment lacks",
+                hint="pip install 'aoti-guard[onnx]'",
+            )
+
+
+def _set_trace_dir(trace_dir: str) -> None:
+    os.makedirs(trace_dir, exist_ok=True)
+    os.environ["TORCH_TRACE"] = trace_dir
+    import sys
+
+    internal = sys.modules.get("torch._logging._internal")
+    if internal is not None:  # torch already imported: point its lazy handler at the folder
+        handler = getattr(internal, "LOG_TRACE_HANDLER", None)
+        if handler is not None:
+            handler.root_dir = trace_dir
+            if handler not in internal.trace_log.handlers:
+                internal.trace_log.addHandler(handler)
+
+
+def _to_device(spec: BuildSpec, device: str) -> BuildSpec:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    if device == "cpu":
+        return spec
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {device} but this host has no usable CUDA device", hint="build on a GPU host, or use --device cpu")
+    move = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
+    model = spec.model.to(device) if isinstance(spec.model, torch.nn.Module) else spec.model
+    return BuildSpec(
+        model, tuple(pytree.tree_map(move, list(spec.args))), pytree.tree_map(move, dict(spec.kwargs)), spec.dynamic_shapes, spec.name
+    )
+
+
+def _metadata(contract: IOContract, device: str) -> dict[str, str]:
+    """Key facts mirrored into aot_inductor.metadata (strings), readable by a C++ server."""
+    import torch
+
+    def shape(t: Any) -> str:
+        return ",".join(str(d) if isinstance(d, int) else d.expr for d in t.shape)
+
+    ins = ";".join(f"{i.name}:{i.tensor.dtype}[{shape(i.tensor)}]" for i in contract.inputs if i.tensor is not None)
+    outs = ";".join(f"{o.name}:{o.tensor.dtype}[{shape(o.tensor)}]" for o in contract.outputs if o.tensor is not None)
+    syms = ";".join(f"{s.name}={s.min}..{'' if s.max is None else s.max}" for s in contract.symbols)
+    return {
+        "aoti_guard.schema_version": MANIFEST_SCHEMA_VERSION,
+        "aoti_guard.tool": f"aoti-guard {__version__}",
+        "aoti_guard.device": device.split(":", 1)[0],
+        "aoti_guard.inputs": ins,
+        "aoti_guard.outputs": outs,
+        "aoti_guard.symbols": syms,
+        "aoti_guard.torch": torch.__version__,
+    }
+
+
+def build(
+    target: str | BuildSpec | None, options: BuildOptions, progress: ProgressFn | None = None, *, signer: SigningKey | None = None
+) -> Report:
+    """Build, validate and package a model. Returns the build report (exit code in ``report.exit_code``).
+
+    ``signer``: ``options.sign_key`` already loaded (the CLI loads it to print its warnings); when
+    not given, the key is loaded here.
+
+    Raises:
+        UsageError: bad options or a TARGET that names nothing.
+    """
+    check_options(options)
+    # Loaded before the slow work: a missing or wrong key is a usage error now, not after compiling.
+    if signer is None and options.sign_key is not None:
+        signer = load_private_key(options.sign_key)
+    if options.trace_dir:
+        _set_trace_dir(options.trace_dir)
+    out_path = os.path.abspath(options.output)
+    recorder = Recorder(PHASES, progress)
+    work = tempfile.mkdtemp(prefix=".aoti-guard-", dir=os.path.dirname(out_path))
+    worker: Worker | None = None
+    try:
+        # Started first so that its torch import (and that of torch's package loader, which the
+        # validate phase's load needs) overlaps with export and compile.
+        worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1"})
+        worker.submit("facts", preload=True)
+        state = BuildState(target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device})
+        run_steps(recorder, STEPS, state)
+        if options.minify:
+            worker.close()  # its memory is better spent on the minifier's compiles
+            _minify_phase(recorder, state)
+        return _report(recorder, state.extra, state.report_path or out_path)
+    finally:
+        if worker is not None:
+            worker.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _minify_phase(recorder: Recorder, st: BuildState) -> None:
+    reason = minify_mod.minify_reason(recorder.results)
+    if reason is None or st.ep is None or not st.configs:
+        recorder.skip("minify", "no compiler failure to minify")
+        return
+    recorder.start("minify")
+    out_dir = minify_mod.minify_dir(st.options.output)
+    recorder.note(f"{reason}: running the AOTI minifier in {out_dir} (at most {st.options.minify_timeout_s:.0f}s)")
+    findings, detail = minify_mod.run_minifier(st.ep, st.configs, st.work, out_dir, st.options.minify_timeout_s, recorder.note)
+    st.extra["minify"] = detail
+    recorder.end(findings, detail)
+
+
+def _report(recorder: Recorder, extra: dict[str, Any], out_path: str) -> Report:
+    pkg: dict[str, Any] = {"path": out_path}
+    if os.path.exists(out_path) and extra.get("written"):
+        pkg.update(sha256=sha256_file(out_path), bytes=os.path.getsize(out_path))
+    return Report(
+        kind="build",
+        package=pkg,
+        phases=tuple(recorder.results),
+        extra=extra,
+        tool_version=__version__,
+        title=f"build {os.path.basename(out_path)}",
+    )
+
+
+@dataclass
+class BuildState:
+    """What the steps hand each other. Filled in order: spec -> ep/contract -> release -> twin -> outcome."""
+
+    target: str | BuildSpec | None
+    options: BuildOptions
+    work: str
+    worker: Worker
+    out_path: str
+    signer: SigningKey | None
+    note: Callable[[str], None]
+    extra: dict[str, Any] = field(default_factory=dict)
+    spec: BuildSpec | None = None
+    is_program: bool = False
+    dynamic: Any = None
+    eager_fn: Any = None
+    ep: Any = None
+    contract: IOContract | None = None
+    configs: Mapping[str, Any] = field(default_factory=dict)
+    release_pt2: str = ""
+    twin_pt2: str | None = None
+    outcome: validate.Validation | None = None
+    report_path: str = ""
+
+
+def resolve_step(st: BuildState) -> StepResult:
+    """The factory, the device, the dynamic dims."""
+    import torch
+
+    try:
+        spec = st.target if isinstance(st.target, BuildSpec) else resolve_target(st.target)
+        spec = _to_device(spec, st.options.device)
+    except FactoryError as exc:
+        finding = error(
+            "build.factory_failed",
+            "resolve",
+            str(exc),
+            found="\n".join(exc.detail)[:2000] or None,
+            hint=exc.hint,
+            evidence={"lines": exc.detail},
+        )
+        raise StepFailed([finding], "the model could not be produced") from exc
+    st.spec = spec
+    st.is_program = isinstance(spec.model, torch.export.ExportedProgram)
+    st.dynamic = spec.dynamic_shapes
+    if st.options.dynamic:
+        if st.dynamic is not None:
+            raise UsageError("dynamic shapes come from both the factory and --dynamic", hint="give them in one place")
+        if st.is_program:
+            raise UsageError("--dynamic cannot change a saved ExportedProgram", hint="export it again with dynamic_shapes")
+        bound = contract_mod.bind_example(spec.model, spec.args, spec.kwargs)
+        st.dynamic = dynamic_shapes_from_flags(parse_dynamic(st.options.dynamic), bound)
+    st.extra["model"] = spec.label
+    return [], {"model": spec.label, "saved_program": st.is_program}
+
+
+def export_step(st: BuildState) -> StepResult:
+    """Eager outputs on the example inputs, ``torch.export``, and the I/O contract."""
+    spec = st.spec
+    assert spec is not None  # resolve_step ran
+    st.eager_fn = spec.model.module() if st.is_program else spec.model
+    example_out = eager_run(st.eager_fn, spec)
+    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic)
+    args, kwargs = st.ep.example_inputs if st.is_program else (tuple(spec.args), dict(spec.kwargs))
+    st.contract = contract_mod.extract_contract(
+        st.ep, args, kwargs, model=None if st.is_program else spec.model, dynamic_shapes=st.dynamic, eager_outputs=example_out
+    )
+    return [], {
+        "inputs": [i.name for i in st.contract.inputs],
+        "outputs": [o.name for o in st.contract.outputs],
+        "symbols": {s.name: [s.min, s.max] for s in st.contract.symbols},
+    }
+
+
+def compile_step(st: BuildState) -> StepResult:
+    """AOT-compile the release model into a package of its own (the manifest comes later)."""
+    assert st.contract is not None and st.spec is not None
+    min_below_two = any(s.min < 2 for s in st.contract.symbols)
+    st.configs = compile_mod.release_configs(
+        st.options.inductor_configs, _metadata(st.contract, st.options.device), min_below_two=min_below_two
+    )
+    stem = os.path.splitext(os.path.basename(st.out_path))[0]
+    st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
+    try:
+        files = compile_mod.compile_files(st.ep, st.configs)
+        package_mod.package_release(st.release_pt2, files)
+    except compile_mod.CompileError as exc:
+        finding = error(
+            "build.compile_failed",
+            "compile",
+            f"AOTInductor could not compile {st.spec.label}: {exc.lines[0][:300]}",
+            found="\n".join(exc.lines)[:3000],
+            hint=exc.hint,
+            evidence={"lines": exc.lines},
+        )
+        raise StepFailed([finding], "compile failed") from exc
+    return [], {"files": len(files)}
+
+
+def twin_step(st: BuildState) -> StepResult:
+    """The sanitized debug twin (NaN asserts + kernel-name printer); a failure only warns."""
+    if not st.options.debug_twin:
+        return [], {"skipped": "--no-debug-twin"}
+    stem = os.path.splitext(os.path.basename(st.out_path))[0]
+    os.makedirs(os.path.join(st.work, "twin"))
+    twin_pt2 = os.path.join(st.work, "twin", f"{stem}.pt2")
+    try:
+        package_mod.package_release(twin_pt2, compile_mod.compile_files(st.ep, compile_mod.twin_configs(st.configs)), layout.TWIN_MODEL)
+    except compile_mod.CompileError as exc:
+        finding = warning(
+            "build.twin_failed",
+            "debug_twin",
+            f"the debug twin did not compile: {exc.lines[0][:300]}",
+            hint="the release package is still built; the probe cannot escalate to a twin",
+            evidence={"lines": exc.lines},
+        )
+        return [finding], None
+    st.twin_pt2 = twin_pt2
+    return [], None
+
+
+def validate_step(st: BuildState) -> StepResult:
+    """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
+    assert st.contract is not None
+    st.outcome = validate.run_validation(
+        st.ep, st.eager_fn, st.contract, st.configs, st.options, st.note, st.work, st.worker, st.release_pt2, st.twin_pt2
+    )
+    detail: dict[str, Any] = {"samples": [g.id for g in st.outcome.index], "twin": st.outcome.twin_info, "table": st.outcome.table}
+    if st.outcome.reference is not None:
+        detail["reference"] = st.outcome.reference
+    return st.outcome.findings, detail
+
+
+def package_step(st: BuildState) -> StepResult:
+    """Append golden samples, twin and manifest (signed on request); a rejected build is kept aside."""
+    assert st.contract is not None and st.outcome is not None
+    failed = has_errors(st.outcome.findings)
+    twin = st.twin_pt2 if st.outcome.twin_info is not None else None
+    try:
+        manifest, signed = assemble(st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer)
+    except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
+        hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
+        raise StepFailed([error("build.sign_failed", "package", f"signing the package failed: {exc.message}", hint=hint)], "") from exc
+    except (OSError, RuntimeError, ValueError) as exc:
+        finding = error(
+            "build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions"
+        )
+        raise StepFailed([finding], "") from exc
+    if signed is not None:
+        st.extra["signature"] = {"key_id": signed.key_id, "manifest_sha256": signed.manifest_sha256}
+    final = os.path.splitext(st.out_path)[0] + ".rejected.pt2" if failed else st.out_path
+    os.replace(st.release_pt2, final)
+    st.extra.update(written=not failed, output=final, manifest_summary=summary(manifest))
+    st.report_path = final
+    notes: list[Finding] = []
+    if failed:
+        notes.append(
+            warning(
+                "build.package_failed",
+                "package",
+                f"validation failed: the package was kept as {final} for inspection, not written to {st.out_path}",
+                hint="do not ship it; see the validate phase",
+            )
+        )
+    return notes, {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
+
+
+STEPS: tuple[tuple[str, Callable[[BuildState], StepResult]], ...] = (
+    ("resolve", resolve_step),
+    ("export", export_step),
+    ("compile", compile_step),
+    ("debug_twin", twin_step),
+    ("validate", validate_step),
+    ("package", package_step),
+)
+assert tuple(name for name, _ in STEPS) == PHASES

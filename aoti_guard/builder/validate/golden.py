@@ -1,0 +1,184 @@
+"""Golden samples and the tolerance rule.
+
+Samples: the example inputs, plus inputs generated inside the dynamic ranges: every root symbol at
+its minimum, every one at its maximum (twice the example's value where unbounded), and one drawn
+at random in between. Values are resampled from the example tensor itself, so a model that needs
+positive inputs or valid indices still gets them, and strides follow the compiled layout.
+
+Tolerance rule (recorded per output in the manifest, applied by the probe):
+    rtol = RTOL_FLOOR[dtype]
+    excess = max over samples and elements of max(0, |compiled - eager| - rtol * |eager|)
+    atol = max(ATOL_FLOOR[dtype], MARGIN * excess)
+and a target passes when ``|out - ref| <= atol + rtol * |ref|`` holds everywhere. The margin
+absorbs reduction-order differences (thread counts, atomics) on the target, which runs the same
+native code as the build host.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.package.manifest import Dim, IOContract, Symbol, Tolerance
+
+__all__ = ["ATOL_FLOOR", "BUILD_TOLERANCE", "RTOL_FLOOR", "TOLERANCE_RULE", "Sample", "derive_tolerance", "make_samples"]
+
+MARGIN = 4.0
+ATOL_FLOOR = {"float64": 1e-7, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2, "complex64": 1e-5, "complex128": 1e-7}
+RTOL_FLOOR = {"float64": 1e-7, "float32": 1.3e-6, "float16": 1e-3, "bfloat16": 1.6e-2, "complex64": 1.3e-6, "complex128": 1e-7}
+# What compiled vs eager must satisfy at build time (Inductor's own tests use similar bounds).
+BUILD_TOLERANCE = {"float64": (1e-6, 1e-6), "float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}
+TOLERANCE_RULE = (
+    f"rtol = floor(dtype); atol = max(floor(dtype), {MARGIN:g} * max(0, |compiled - eager| - rtol*|eager|)); "
+    "pass when |out - ref| <= atol + rtol*|ref| (floors: float32 1e-5/1.3e-6, float16 1e-3/1e-3, bfloat16 1e-2/1.6e-2, float64 1e-7/1e-7; integers exact)"
+)
+
+
+@dataclass
+class Sample:
+    id: str
+    symbols: dict[str, int]
+    leaves: list[Any]  # in contract input order: tensors (CPU) and constant values
+    outputs: list[Any] = field(default_factory=list)  # eager outputs (CPU), in contract output order
+
+    def nbytes(self) -> int:
+        return sum(int(t.numel() * t.element_size()) for t in [*self.leaves, *self.outputs] if hasattr(t, "element_size"))
+
+
+def _example_symbols(contract: IOContract, leaves: Sequence[Any]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for spec, value in zip(contract.inputs, leaves):
+        if spec.tensor is None:
+            continue
+        for d, dim in enumerate(spec.tensor.shape):
+            if isinstance(dim, Dim) and _symexpr.is_symbol(dim.expr):
+                values.setdefault(dim.expr, int(value.shape[d]))
+    return values
+
+
+def _assignments(symbols: Sequence[Symbol], example: Mapping[str, int], rng: random.Random) -> list[tuple[str, dict[str, int]]]:
+    roots = [s for s in symbols if s.name in example]
+    if not roots:
+        return []
+
+    def hi(s: Symbol) -> int:
+        return s.max if s.max is not None else max(s.min, 2 * example[s.name], 2)
+
+    out = [
+        ("min", {s.name: s.min for s in roots}),
+        ("max", {s.name: hi(s) for s in roots}),
+        ("mid", {s.name: rng.randint(s.min, hi(s)) for s in roots}),
+    ]
+    return out
+
+
+def _shape_and_stride(spec: Any, env: Mapping[str, int]) -> tuple[list[int], list[int]]:
+    shape = [d if isinstance(d, int) else _symexpr.compile_expr(d.expr)(env) for d in spec.shape]
+    stride = [s if isinstance(s, int) else _symexpr.compile_expr(s)(env) for s in spec.stride]
+    return shape, stride
+
+
+def _resample(example: Any, shape: list[int], stride: list[int], gen: Any) -> Any:
+    import torch
+
+    flat = example.detach().to("cpu").reshape(-1)
+    numel = math.prod(shape)
+    if flat.numel() == 0 or numel == 0:
+        values = torch.zeros(shape, dtype=example.dtype)
+    else:
+        idx = torch.randint(flat.numel(), (numel,), generator=gen)
+        values = flat[idx].reshape(shape)
+    out = torch.empty_strided(shape, stride, dtype=example.dtype)
+    out.copy_(values)
+    return out
+
+
+def make_samples(contract: IOContract, example_leaves: Sequence[Any], *, seed: int = 0) -> tuple[list[Sample], list[str]]:
+    """The example sample and generated boundary samples (without outputs yet). Also returns notes
+    on samples that could not be generated."""
+    import torch
+
+    notes: list[str] = []
+    example_syms = _example_symbols(contract, example_leaves)
+    samples = [
+        Sample("example", dict(example_syms), [v.detach().to("cpu").clone() if isinstance(v, torch.Tensor) else v for v in example_leaves])
+    ]
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    seen = {tuple(sorted(example_syms.items()))}
+    for sample_id, env in _assignments(contract.symbols, example_syms, rng):
+        key = tuple(sorted(env.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        leaves: list[Any] = []
+        try:
+            for spec, value in zip(contract.inputs, example_leaves):
+                if spec.tensor is None:
+                    leaves.append(value)
+                    continue
+                shape, stride = _shape_and_stride(spec.tensor, env)
+                leaves.append(_resample(value, shape, stride, gen))
+        except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
+            notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: {exc}")
+            continue
+        samples.append(Sample(sample_id, dict(env), leaves))
+    return samples, notes
+
+
+def _fmt(env: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def excess_error(compiled: Any, eager: Any, rtol: float) -> float:
+    """max(0, |compiled - eager| - rtol * |eager|) over elements, ignoring matching non-finite values."""
+    import torch
+
+    if compiled.numel() == 0 or not (compiled.is_floating_point() or compiled.is_complex()):
+        return 0.0
+    c = compiled.detach().to("cpu", torch.float64 if not compiled.is_complex() else torch.complex128)
+    e = eager.detach().to("cpu", c.dtype)
+    same = (c == e) | (torch.isnan(c) & torch.isnan(e))
+    diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
+    excess = (diff - rtol * torch.nan_to_num(e.abs(), nan=0.0, posinf=0.0)).clamp_min(0.0)
+    value = float(torch.nan_to_num(excess, nan=float("inf")).max().item())
+    return value
+
+
+def derive_tolerance(output: str, dtype: str, pairs: Sequence[tuple[Any, Any]]) -> Tolerance:
+    """The recorded tolerance of one output from its (compiled, eager) pairs over all samples."""
+    if dtype not in RTOL_FLOOR:
+        return Tolerance(output, 0.0, 0.0, 0.0, 0.0)  # integers and bools compare exactly
+    rtol = RTOL_FLOOR[dtype]
+    excess = max((excess_error(c, e, rtol) for c, e in pairs), default=0.0)
+    measured_abs = max((_max_abs(c, e) for c, e in pairs), default=0.0)
+    measured_rel = max((_max_rel(c, e) for c, e in pairs), default=0.0)
+    atol = max(ATOL_FLOOR[dtype], MARGIN * excess) if math.isfinite(excess) else ATOL_FLOOR[dtype]
+    return Tolerance(output, atol, rtol, _clean(measured_abs), _clean(measured_rel))
+
+
+def _clean(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+def _max_abs(c: Any, e: Any) -> float:
+    import torch
+
+    if c.numel() == 0:
+        return 0.0
+    d = (c.detach().to("cpu", torch.float64) - e.detach().to("cpu", torch.float64)).abs()
+    return float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item())
+
+
+def _max_rel(c: Any, e: Any) -> float:
+    import torch
+
+    if c.numel() == 0:
+        return 0.0
+    e64 = e.detach().to("cpu", torch.float64)
+    d = (c.detach().to("cpu", torch.float64) - e64).abs() / e64.abs().clamp_min(1e-12)
+    return float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item())

@@ -1,0 +1,118 @@
+"""The child side of the ONNX Runtime reference: ``python -m aoti_guard.builder.validate.onnx_child REQUEST.json``.
+
+The only module that imports onnx, onnxscript and onnxruntime. It runs in a child process (see
+reference_onnx.py): it loads the saved ExportedProgram, exports it with the dynamo ONNX exporter
+(the program's dynamic dimensions stay symbolic), runs ONNX Runtime (CPU) on every golden sample
+and saves the outputs as safetensors. Progress goes to a JSON result file, rewritten after each
+step, so the parent knows how far it got even when this process dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from runtime_probe.report import write_atomic
+
+
+def _write(path: str, result: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(result).encode())  # the parent never reads half a result
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"type": type(exc).__name__, "message": str(exc)[-12000:], "traceback": traceback.format_exc()[-6000:]}
+
+
+def _export(program_path: str, onnx_path: str) -> list[str]:
+    """Export the saved program to ``onnx_path``; returns the files written (model + external data)."""
+    import torch
+
+    ep = torch.export.load(program_path)
+    # For an ExportedProgram, args/kwargs/dynamic_shapes are ignored: the program's own symbolic
+    # shapes are kept, so the boundary samples can run. dynamo=True is the default from torch 2.9
+    # on (we support 2.11+); said anyway, so an older default cannot pick the TorchScript exporter.
+    program = torch.onnx.export(ep, (), dynamo=True, verbose=False)
+    if program is None:
+        raise RuntimeError("torch.onnx.export returned no ONNXProgram")
+    before = set(os.listdir(os.path.dirname(onnx_path) or "."))
+    program.save(onnx_path)
+    after = set(os.listdir(os.path.dirname(onnx_path) or "."))
+    extra = sorted(os.path.join(os.path.dirname(onnx_path), n) for n in after - before if n != os.path.basename(onnx_path))
+    return [onnx_path, *extra]
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1], encoding="utf-8") as fh:
+        request = json.load(fh)
+    result_path = request["result"]
+    result: dict[str, Any] = {"stage": "export", "samples": {}}
+    _write(result_path, result)
+    started = time.monotonic()
+    try:
+        result["files"] = _export(request["program"], request["onnx_path"])
+    except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent as data
+        result.update(failed="export", error=_error(exc))
+        _write(result_path, result)
+        return 0
+    result["export_seconds"] = time.monotonic() - started
+    result["stage"] = "session"
+    _write(result_path, result)
+
+    started = time.monotonic()
+    try:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only
+        session = ort.InferenceSession(request["onnx_path"], options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001
+        result.update(failed="session", error=_error(exc))
+        _write(result_path, result)
+        return 0
+    result["onnxruntime"] = ort.__version__
+    result["inputs"] = [
+        {"name": i.name, "type": i.type, "shape": [d if isinstance(d, (int, str)) else None for d in i.shape]} for i in session.get_inputs()
+    ]
+    result["outputs"] = [o.name for o in session.get_outputs()]
+    result["session_seconds"] = time.monotonic() - started
+    result["stage"] = "run"
+    _write(result_path, result)
+
+    import numpy as np
+    import torch
+
+    from runtime_probe.formats import safetensors as _safetensors
+
+    names = [i.name for i in session.get_inputs()]
+    for sample in request["samples"]:
+        sid = sample["id"]
+        keys = sample["inputs"]
+        started = time.monotonic()
+        if len(keys) != len(names):
+            result["samples"][sid] = {
+                "ok": False,
+                "error": f"the ONNX model takes {len(names)} input(s) ({', '.join(names)}), the sample has {len(keys)} tensor input(s)",
+            }
+            continue
+        try:
+            tensors = _safetensors.load(request["golden"], names=keys)
+            feed = {name: np.ascontiguousarray(tensors[key].numpy()) for name, key in zip(names, keys)}
+            outs = session.run(None, feed)
+            save = os.path.join(request["out_dir"], f"ort-{len(result['samples'])}.safetensors")
+            _safetensors.dump({f"o{k}": torch.from_numpy(np.ascontiguousarray(o)) for k, o in enumerate(outs)}, save)
+        except Exception as exc:  # noqa: BLE001
+            result["samples"][sid] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}"}
+        else:
+            result["samples"][sid] = {"ok": True, "path": save, "seconds": time.monotonic() - started}
+        _write(result_path, result)
+    result["stage"] = "done"
+    _write(result_path, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,310 @@
+"""A second reference for validation: the same ExportedProgram exported to ONNX and run by ONNX
+Runtime (CPU) on every golden sample (``aoti-guard build --reference onnxruntime``).
+
+The export and the runs happen in a child process (``aoti_guard.builder.validate.onnx_child``), started before the
+compiled model runs so the two overlap; this process never imports onnx or onnxruntime. ONNX
+inputs are matched to the contract's tensor inputs by position (the flattened order the contract
+records), ONNX outputs to the contract's tensor outputs by position. A model that cannot be
+exported, or a sample ONNX Runtime cannot run, is a warning: that sample has no second reference,
+the build goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aoti_guard import _proc
+from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.saved_program import save_program
+from aoti_guard.builder.validate import verdict
+from aoti_guard.builder.validate.references import sample_env
+from runtime_probe.findings import Finding, warning
+from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.package.manifest import GoldenSample, IOContract
+
+__all__ = [
+    "REFERENCES",
+    "OnnxReference",
+    "PendingReference",
+    "Reference",
+    "exporter_summary",
+    "finish_reference",
+    "reference",
+    "start_reference",
+]
+
+REFERENCES = ("onnxruntime",)
+PHASE = "validate"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_SUMMARY_LINE = re.compile(r"^<class '([\w.]+)'>: (.+)$")
+_NONE_AT_ALL = "the build goes on without a second reference"
+_NOT_THIS_SAMPLE = "the build goes on; this sample has no second reference, the others are still compared"
+
+
+@dataclass(frozen=True)
+class OnnxReference:
+    """ONNX Runtime's outputs per sample id (contract output order; None where it has none)."""
+
+    outputs: Mapping[str, list[Any]] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PendingReference:
+    """The reference child, started; ``finish_reference`` collects it, ``cancel`` kills it."""
+
+    def __init__(self, running: _proc.Running, result_path: str, onnx_path: str, kept: bool, index: Sequence[GoldenSample]) -> None:
+        self.running = running
+        self.result_path = result_path
+        self.onnx_path = onnx_path
+        self.kept = kept
+        self.index = list(index)
+        self.done = False
+
+    def cancel(self) -> None:
+        if not self.done:
+            self.done = True
+            self.running.wait(0)
+
+
+def exporter_summary(message: str) -> str:
+    """The line of a torch.onnx export error that names the cause (its 'Exception summary')."""
+    text = _ANSI.sub("", message)
+    lines = [line.strip() for line in text.splitlines()]
+    if "## Exception summary" in lines:
+        for line in lines[lines.index("## Exception summary") + 1 :]:
+            m = _SUMMARY_LINE.match(line)
+            if m:
+                return f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2)}"
+    return next((line for line in lines if line), "no message")
+
+
+def _tensor_keys(contract: IOContract, g: GoldenSample) -> list[str]:
+    return [g.inputs[spec.name] for spec in contract.inputs if spec.kind == "tensor" and spec.tensor is not None and spec.name in g.inputs]
+
+
+def start_reference(
+    ep: Any, work: str, golden_path: str, index: Sequence[GoldenSample], contract: IOContract, keep_onnx: str | None
+) -> PendingReference | OnnxReference:
+    """Save the program and start the child; an OnnxReference (with a warning) if it cannot start."""
+    program, why = save_program(ep, work)
+    if program is None:
+        return OnnxReference(
+            findings=(
+                warning(
+                    "build.onnx_export_failed",
+                    PHASE,
+                    f"the program cannot be handed to the ONNX exporter: {why}",
+                    hint=_NONE_AT_ALL,
+                ),
+            )
+        )
+    onnx_path = os.path.abspath(keep_onnx) if keep_onnx else os.path.join(work, "model.onnx")
+    out_dir = os.path.join(work, "onnx")
+    os.makedirs(out_dir, exist_ok=True)
+    result_path = os.path.join(out_dir, "result.json")
+    request = {
+        "program": program,
+        "onnx_path": onnx_path,
+        "golden": golden_path,
+        "samples": [{"id": g.id, "inputs": _tensor_keys(contract, g)} for g in index],
+        "out_dir": out_dir,
+        "result": result_path,
+    }
+    request_path = os.path.join(out_dir, "request.json")
+    with open(request_path, "w", encoding="utf-8") as fh:
+        json.dump(request, fh)
+    # cwd: a folder of our own, so ``-m`` cannot pick up another checkout from the user's cwd.
+    running = _proc.start(
+        _proc.python_argv("aoti_guard.builder.validate.onnx_child", request_path), log_path=os.path.join(out_dir, "child.log"), cwd=out_dir
+    )
+    return PendingReference(running, result_path, onnx_path, keep_onnx is not None, index)
+
+
+def _read_result(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _model_failure(result: Mapping[str, Any], stage: str, how: str, tail: list[str]) -> Finding | None:
+    """The warning when no sample can have an ONNX Runtime result (export or session failed, or
+    the child ended before running any sample), else None."""
+    failed = result.get("failed")
+    if failed == "export":
+        err = result.get("error") or {}
+        return warning(
+            "build.onnx_export_failed",
+            PHASE,
+            f"the model could not be exported to ONNX: {exporter_summary(str(err.get('message', '')))[:500]}",
+            hint=f"{_NONE_AT_ALL}; torch.onnx.export(..., custom_translation_table=...) can supply a missing op",
+            evidence={"error_type": err.get("type"), "message": str(err.get("message", ""))[-4000:], "log_tail": tail},
+        )
+    if failed == "session":
+        err = result.get("error") or {}
+        return warning(
+            "build.onnx_export_failed",
+            PHASE,
+            f"ONNX Runtime could not load the exported model: {err.get('type')}: {str(err.get('message', '')).strip()[:400]}",
+            hint=f"{_NONE_AT_ALL}; keep the model with --keep-onnx to inspect it",
+            evidence={"error_type": err.get("type"), "message": str(err.get("message", ""))[-4000:], "log_tail": tail},
+        )
+    if stage in ("start", "export", "session"):
+        return warning(
+            "build.onnx_export_failed",
+            PHASE,
+            f"the ONNX export / ONNX Runtime child ended during {stage} ({how})",
+            hint=f"{_NONE_AT_ALL}; see evidence.log_tail",
+            evidence={"log_tail": tail},
+        )
+    return None
+
+
+def _sample_outputs(entry: Any, g: GoldenSample, contract: IOContract, n_tensor_outputs: int, how: str) -> list[Any] | Finding:
+    """One sample's ONNX Runtime outputs in contract order, or the warning saying why it has none."""
+    if not isinstance(entry, dict):
+        reason = f"the child ended first ({how})" if how else "not run"
+        return warning(
+            "build.onnx_run_failed",
+            PHASE,
+            f"ONNX Runtime did not run golden sample {g.id} ({sample_env(g)}): {reason}",
+            hint=_NOT_THIS_SAMPLE,
+        )
+    error_text = str(entry.get("error"))
+    if entry.get("ok"):
+        try:
+            loaded = _safetensors.load(str(entry["path"]))
+            it = iter([loaded[f"o{k}"] for k in range(n_tensor_outputs)])
+            return [next(it) if o.tensor is not None else None for o in contract.outputs]
+        except (OSError, ValueError, KeyError) as exc:
+            error_text = f"its outputs cannot be read back: {type(exc).__name__}: {exc}"
+    return warning(
+        "build.onnx_run_failed",
+        PHASE,
+        f"ONNX Runtime could not run golden sample {g.id} ({sample_env(g)}): {error_text[:400]}",
+        hint=_NOT_THIS_SAMPLE,
+        evidence={"sample": g.id, "error": error_text},
+    )
+
+
+def finish_reference(pending: PendingReference, contract: IOContract, timeout: float) -> OnnxReference:
+    """Wait for the child (at most ``timeout`` seconds) and read its outputs."""
+    pending.done = True
+    proc = pending.running.wait(timeout)
+    result = _read_result(pending.result_path)
+    stage = str(result.get("stage", "start"))
+    detail: dict[str, Any] = {
+        "reference": "onnxruntime",
+        "onnxruntime": result.get("onnxruntime"),
+        "seconds": round(proc.seconds, 3),
+        "export_seconds": result.get("export_seconds"),
+        "onnx_inputs": [i.get("name") for i in result.get("inputs") or []],
+        "onnx_outputs": result.get("outputs"),
+    }
+    if pending.kept and result.get("files"):
+        detail["kept"] = result.get("files")
+    tail = [line for line in proc.output.splitlines() if line.strip()][-30:]
+    failure = _model_failure(result, stage, proc.how, tail)
+    if failure is not None:
+        return OnnxReference(findings=(failure,), detail=detail)
+    n_tensor_outputs = sum(1 for o in contract.outputs if o.tensor is not None)
+    onnx_outputs = list(result.get("outputs") or [])
+    if len(onnx_outputs) != n_tensor_outputs:
+        mismatch = warning(
+            "build.onnx_export_failed",
+            PHASE,
+            f"the ONNX model has {len(onnx_outputs)} output(s), the contract {n_tensor_outputs} tensor output(s): they cannot be matched",
+            hint=_NONE_AT_ALL,
+            evidence={"onnx_outputs": onnx_outputs},
+        )
+        return OnnxReference(findings=(mismatch,), detail=detail)
+    outputs: dict[str, list[Any]] = {}
+    findings: list[Finding] = []
+    samples = result.get("samples") or {}
+    for g in pending.index:
+        got = _sample_outputs(samples.get(g.id), g, contract, n_tensor_outputs, proc.how if stage != "done" else "")
+        if isinstance(got, Finding):
+            findings.append(got)
+        else:
+            outputs[g.id] = got
+    detail["samples_run"] = len(outputs)
+    return OnnxReference(outputs, tuple(findings), detail)
+
+
+def progress_line(ref: OnnxReference) -> str:
+    d = ref.detail
+    if not ref.outputs:
+        return "onnxruntime reference: no outputs (see the warnings)"
+    export = d.get("export_seconds")
+    export_text = f"export {export:.1f}s, " if isinstance(export, float) else ""
+    return f"onnxruntime reference: ONNX Runtime {d.get('onnxruntime')} ran {d.get('samples_run')} sample(s) ({export_text}child {d.get('seconds')}s)"
+
+
+class Reference:
+    """The reference of one validation run: started, then judged against the compiled outputs."""
+
+    def __init__(self, started: PendingReference | OnnxReference, options: BuildOptions, note: Callable[[str], None]) -> None:
+        self.started = started
+        self.options = options
+        self.note = note
+
+    def judge(
+        self,
+        contract: IOContract,
+        samples: Sequence[Any],
+        compiled: Mapping[str, list[Any]],
+        refs64: Mapping[str, list[Any]] | None,
+        table: list[dict[str, Any]],
+    ) -> tuple[dict[str, Any], list[Finding]]:
+        """Collect ONNX Runtime's outputs, add its columns to ``table``; (detail, findings)."""
+        if isinstance(self.started, PendingReference):
+            self.started = finish_reference(self.started, contract, self.options.timeout_s)
+        ref = self.started
+        self.note(progress_line(ref))
+        findings = list(ref.findings)
+        if ref.outputs:
+            findings += verdict.judge(
+                contract,
+                samples,
+                compiled,
+                ref.outputs,
+                refs64,
+                table,
+                atol=self.options.atol,
+                rtol=self.options.rtol,
+                minify=self.options.minify,
+            )
+        return dict(ref.detail), findings
+
+
+@contextlib.contextmanager
+def reference(
+    ep: Any,
+    work: str,
+    golden_path: str,
+    index: Sequence[GoldenSample],
+    contract: IOContract,
+    options: BuildOptions,
+    note: Callable[[str], None],
+) -> Iterator[Reference | None]:
+    """The ONNX Runtime reference when ``options.reference`` asks for it (else None), its child
+    started on entry and killed on exit if it is still running."""
+    if options.reference is None:
+        yield None
+        return
+    note(f"onnxruntime reference: exporting the program to ONNX, ONNX Runtime runs {len(index)} sample(s) in a child process")
+    started = start_reference(ep, work, golden_path, index, contract, options.keep_onnx)
+    try:
+        yield Reference(started, options, note)
+    finally:
+        if isinstance(started, PendingReference):
+            started.cancel()

@@ -1,0 +1,244 @@
+"""The three-way verdict: eager, AOTInductor and ONNX Runtime, output by output and sample by sample.
+
+Two results *agree* when they pass the build's comparison rule (validate.py): allclose within the
+build tolerance of the dtype (or --atol/--rtol), or, failing that, the result is about as close to
+the float64 reference as eager is (RMSE within 3x of eager's, plus atol/10). Per (sample, output):
+
+  AOTI~eager  ORT~eager  verdict
+  yes         yes        agree      all agree                                   -> pass
+  no          yes        compiler   AOTI alone disagrees with two agreeing refs -> likely a compiler problem
+  any         no         numerics   eager and ONNX Runtime disagree             -> model numerics or nondeterminism
+  any         (none)     none       ONNX Runtime has no result for this sample
+
+How it gates the build: ``compiler`` is an error (``build.compiler_suspect``; the build already fails
+on compiled vs eager, this names the likely cause and suggests --minify); ``numerics`` is a warning
+(``build.reference_disagrees``): the build passes or fails on compiled vs eager alone; all
+``agree`` is one info finding (``build.references_agree``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aoti_guard.builder.validate.golden import BUILD_TOLERANCE
+from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.package.manifest import IOContract
+
+__all__ = ["AGREE", "COMPILER", "NONE", "NUMERICS", "Pair", "ThreeWay", "classify", "close_to_fp64", "compare_pair", "judge", "three_way"]
+
+AGREE, COMPILER, NUMERICS, NONE = "agree", "compiler", "numerics", "none"
+PHASE = "validate"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pairwise comparison: max abs/rel error (a string for inf/nan, None when shapes differ)."""
+
+    max_abs: float | str | None
+    max_rel: float | str | None
+    agree: bool
+    reason: str | None = None  # "shape" / "dtype" when they cannot be compared elementwise
+
+
+@dataclass(frozen=True)
+class ThreeWay:
+    sample: str
+    output: str
+    aoti_eager: Pair
+    ort_eager: Pair | None
+    aoti_ort: Pair | None
+    verdict: str
+
+    def columns(self) -> dict[str, Any]:
+        """The columns this adds to a validation table row."""
+        out: dict[str, Any] = {"reference_verdict": self.verdict}
+        if self.ort_eager is not None and self.aoti_ort is not None:
+            out.update(
+                ort_vs_eager_max_abs=self.ort_eager.max_abs,
+                ort_vs_eager_max_rel=self.ort_eager.max_rel,
+                aoti_vs_ort_max_abs=self.aoti_ort.max_abs,
+                aoti_vs_ort_max_rel=self.aoti_ort.max_rel,
+            )
+        return out
+
+
+def _rmse(a: Any, b: Any) -> float:
+    import torch
+
+    d = a.detach().to(torch.float64) - b.detach().to(torch.float64)
+    return float(torch.sqrt(torch.mean(d * d)).item()) if d.numel() else 0.0
+
+
+def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float) -> tuple[bool, float, float]:
+    """(out is about as close to float64 as eager is, RMSE eager vs fp64, RMSE out vs fp64)."""
+    e_err, o_err = _rmse(eager, ref64), _rmse(out, ref64)
+    return math.isfinite(o_err) and o_err <= 3.0 * e_err + atol / 10.0, e_err, o_err
+
+
+def tolerance(dtype: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
+    return (atol if atol is not None else b_atol), (rtol if rtol is not None else b_rtol)
+
+
+def compare_pair(out: Any, ref: Any, ref64: Any = None, *, atol: float, rtol: float, equal_nan: bool = False) -> Pair:
+    """Compare ``out`` with ``ref`` by the build's rule (``ref64``: float64 reference of ``ref``'s
+    model, used when allclose fails)."""
+    import torch
+
+    from runtime_probe import numerics as _numerics
+
+    st = _numerics.stats(out, ref, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    agree = bool(st.get("passed"))
+    reason = st.get("reason")
+    if not agree and reason is None and isinstance(ref64, torch.Tensor) and ref64.is_floating_point() and ref64.shape == out.shape:
+        agree = close_to_fp64(out, ref, ref64, atol)[0]
+    return Pair(st.get("max_abs"), st.get("max_rel"), agree, reason)
+
+
+def classify(aoti_eager: bool, ort_eager: bool | None) -> str:
+    if ort_eager is None:
+        return NONE
+    if not ort_eager:
+        return NUMERICS
+    return AGREE if aoti_eager else COMPILER
+
+
+def three_way(
+    sample: str,
+    output: str,
+    eager: Any,
+    aoti: Any,
+    ort: Any,
+    ref64: Any = None,
+    *,
+    atol: float,
+    rtol: float,
+    equal_nan: bool = False,
+) -> ThreeWay:
+    """Compare the three results of one output on one sample (``ort`` None: no ORT result)."""
+    a_e = compare_pair(aoti, eager, ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    if ort is None:
+        return ThreeWay(sample, output, a_e, None, None, NONE)
+    o_e = compare_pair(ort, eager, ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    a_o = compare_pair(aoti, ort, None, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    return ThreeWay(sample, output, a_e, o_e, a_o, classify(a_e.agree, o_e.agree))
+
+
+def _worst(values: Sequence[float | str | None]) -> str:
+    nums = [v for v in values if isinstance(v, float | int)]
+    strs = [v for v in values if isinstance(v, str)]
+    if strs:
+        return strs[0]
+    return f"{max(nums):.3g}" if nums else "-"
+
+
+def _pairs_text(rows: Sequence[ThreeWay]) -> str:
+    a_e = _worst([r.aoti_eager.max_abs for r in rows])
+    o_e = _worst([r.ort_eager.max_abs for r in rows if r.ort_eager is not None])
+    a_o = _worst([r.aoti_ort.max_abs for r in rows if r.aoti_ort is not None])
+    return f"max abs error AOTI vs eager {a_e}, ONNX Runtime vs eager {o_e}, AOTI vs ONNX Runtime {a_o}"
+
+
+def _evidence(output: str, rows: Sequence[ThreeWay]) -> dict[str, Any]:
+    return {"output": output, "samples": [r.sample for r in rows], "rows": [{"sample": r.sample, **r.columns()} for r in rows]}
+
+
+def verdict_findings(results: Sequence[ThreeWay], *, minify: bool = False) -> list[Finding]:
+    """Findings for a set of three-way results: per output for ``compiler`` and ``numerics``, one
+    overall info when everything compared agrees. ``minify``: the minifier will run (hint)."""
+    findings: list[Finding] = []
+    outputs = list(dict.fromkeys(r.output for r in results))
+    for name in outputs:
+        rows = [r for r in results if r.output == name]
+        compiler = [r for r in rows if r.verdict == COMPILER]
+        numerics = [r for r in rows if r.verdict == NUMERICS]
+        if compiler:
+            findings.append(
+                error(
+                    "build.compiler_suspect",
+                    PHASE,
+                    f"output {name!r}: eager and ONNX Runtime agree, AOTInductor alone differs on {len(compiler)} of {len(rows)} sample(s) "
+                    f"({', '.join(r.sample for r in compiler)}): likely a compiler problem",
+                    expected="AOTInductor agrees with eager and ONNX Runtime",
+                    found=_pairs_text(compiler),
+                    hint=("the minify phase reduces it to a small repro" if minify else "rerun with --minify to reduce it to a small repro")
+                    + " for a PyTorch issue; a different --inductor-config may avoid it meanwhile",
+                    evidence=_evidence(name, compiler),
+                )
+            )
+        if numerics:
+            aoti_ok = [r for r in numerics if r.aoti_eager.agree]
+            eager_odd = [r for r in numerics if not r.aoti_eager.agree and r.aoti_ort is not None and r.aoti_ort.agree]
+            if len(aoti_ok) == len(numerics):
+                how = "AOTInductor agrees with eager"
+            elif len(eager_odd) == len(numerics):
+                how = "AOTInductor agrees with ONNX Runtime, eager is the odd one out"
+            else:
+                how = "the three differ"
+            findings.append(
+                warning(
+                    "build.reference_disagrees",
+                    PHASE,
+                    f"output {name!r}: eager and ONNX Runtime disagree on {len(numerics)} of {len(rows)} sample(s) "
+                    f"({', '.join(r.sample for r in numerics)}); {how}: model numerics or nondeterminism, not necessarily the compiler",
+                    found=_pairs_text(numerics),
+                    hint="look for nondeterministic or ill-conditioned operations (uninitialized memory, large sums of mixed signs, "
+                    "division by small values); the build's pass/fail rests on compiled vs eager alone",
+                    evidence=_evidence(name, numerics),
+                )
+            )
+    compared = [r for r in results if r.verdict != NONE]
+    if compared and all(r.verdict == AGREE for r in compared):
+        samples = list(dict.fromkeys(r.sample for r in compared))
+        findings.append(
+            info(
+                "build.references_agree",
+                PHASE,
+                f"eager, AOTInductor and ONNX Runtime agree on {len(outputs)} output(s) of {len(samples)} sample(s) ({_pairs_text(compared)})",
+                evidence={"samples": samples},
+            )
+        )
+    return findings
+
+
+def judge(
+    contract: IOContract,
+    samples: Sequence[Any],
+    compiled: Mapping[str, list[Any]],
+    ort: Mapping[str, list[Any]],
+    refs64: Mapping[str, list[Any]] | None,
+    table: list[dict[str, Any]],
+    *,
+    atol: float | None,
+    rtol: float | None,
+    minify: bool = False,
+) -> list[Finding]:
+    """Three-way verdicts for every (sample, output) of the validation table; adds the ONNX Runtime
+    columns to its rows (in place) and returns the verdict findings. NaN/Inf at the same places
+    count as agreement here: non-finite outputs are reported on their own (build.nonfinite)."""
+    import torch
+
+    rows = {(row["sample"], row["output"]): row for row in table}
+    results: list[ThreeWay] = []
+    for s in samples:
+        outs = compiled.get(s.id)
+        if outs is None:
+            continue
+        for k, spec in enumerate(contract.outputs):
+            eager = s.outputs[k] if k < len(s.outputs) else None
+            aoti = outs[k] if k < len(outs) else None
+            if not isinstance(eager, torch.Tensor) or not isinstance(aoti, torch.Tensor):
+                continue
+            ort_outs = ort.get(s.id)
+            ort_t = ort_outs[k] if ort_outs is not None and k < len(ort_outs) else None
+            ref64 = refs64[s.id][k] if refs64 is not None and s.id in refs64 and k < len(refs64[s.id]) else None
+            b_atol, b_rtol = tolerance(str(eager.dtype).replace("torch.", ""), atol, rtol)
+            r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=b_atol, rtol=b_rtol, equal_nan=True)
+            results.append(r)
+            row = rows.get((s.id, spec.name))
+            if row is not None:
+                row.update(r.columns())
+    return verdict_findings(results, minify=minify)

@@ -1,0 +1,1 @@
+"""aoti_guard.container."""

@@ -1,0 +1,293 @@
+"""Release keys and package signatures (the build side; needs the ``cryptography`` package).
+
+``generate_key`` writes an Ed25519 private key (PEM PKCS#8, mode 0600) and its public key (PEM
+SubjectPublicKeyInfo, ``KEY.pub``). What is signed is the exact bytes of a package's manifest
+(which holds every other entry's SHA-256); the signature entry's format is defined and verified by
+``runtime_probe.trust.signature``. docs/security.md has the trust model.
+
+``sign_manifest`` signs manifest bytes in memory: the build calls it where it writes the manifest,
+and appends manifest and signature together. ``sign_package`` signs a package that exists already
+(``aoti-guard sign``): only after it passed its own archive checks (a safe zip, a valid manifest,
+every hash matching), since signing asserts "this is what we built", so a damaged package is
+refused, not blessed. The signed file is written next to the original and swapped in with
+``os.replace`` only after it verified, so a failure never leaves a half-written package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from aoti_guard.pt2.writer import append_entries, entry_info, sha256_bytes
+from runtime_probe import layout
+from runtime_probe.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.findings import has_errors
+from runtime_probe.package.archive import open_archive
+from runtime_probe.report import write_atomic
+from runtime_probe.trust.check import check_archive
+from runtime_probe.trust.signature import ALGORITHM, PublicKey, SignatureEntry, key_id, read_key_file, read_signature, verify
+
+__all__ = [
+    "PASSPHRASE_ENV",
+    "KeyFiles",
+    "SignResult",
+    "SignedManifest",
+    "SigningKey",
+    "generate_key",
+    "load_private_key",
+    "sign_manifest",
+    "sign_package",
+]
+
+# A passphrase for an encrypted private key comes from the environment, never from argv (which
+# other users can read in ps).
+PASSPHRASE_ENV = "AOTI_GUARD_KEY_PASSPHRASE"
+_MAX_KEY_BYTES = 64 * 1024
+_CHUNK = 1024 * 1024
+
+
+def _crypto() -> Any:
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:
+        raise ToolError(
+            "signing needs the cryptography package, which is not installed", hint="pip install 'aoti-guard[signing]'"
+        ) from None
+    return serialization, ed25519
+
+
+@dataclass(frozen=True)
+class KeyFiles:
+    private: str
+    public: str
+    key_id: str
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A loaded private key. ``warnings``: things to tell the user (a key others can read)."""
+
+    path: str
+    key: Any  # cryptography's Ed25519PrivateKey
+    public_raw: bytes
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_raw)
+
+    @property
+    def public_key(self) -> PublicKey:
+        return PublicKey(self.public_raw, f"{self.path} (public half)")
+
+    def sign(self, data: bytes) -> bytes:
+        signature: bytes = self.key.sign(data)
+        return signature
+
+
+@dataclass(frozen=True)
+class SignedManifest:
+    """A manifest's signature: ``entry`` is the signature entry's bytes (``layout.SIGNATURE``)."""
+
+    entry: bytes
+    key_id: str
+    manifest_sha256: str
+
+
+@dataclass(frozen=True)
+class SignResult:
+    path: str
+    key_id: str
+    manifest_sha256: str
+    replaced: str | None = None  # key id of the signature this one replaced
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFiles:
+    """Write a new Ed25519 private key to ``path`` (mode 0600) and its public key to ``path.pub``.
+
+    Raises:
+        UsageError: ``path`` names a .pub file, its folder is missing or not writable, or a key is
+            there already (without ``force``).
+    """
+    serialization, ed25519 = _crypto()
+    private_path = os.fspath(path)
+    public_path = private_path + ".pub"
+    if private_path.endswith(".pub"):
+        raise UsageError(
+            f"{private_path} looks like a public key name", hint="name the private key (e.g. release.key); its public key goes to KEY.pub"
+        )
+    folder = os.path.dirname(os.path.abspath(private_path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"folder {folder} does not exist", hint="create it first")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"cannot write in {folder}", hint="choose a writable folder for the key")
+    if not force:
+        for existing in (private_path, public_path):
+            if os.path.lexists(existing):
+                raise UsageError(
+                    f"{existing} already exists",
+                    hint="pass --force to replace it (packages signed with the old key will no longer verify with the new KEY.pub)",
+                )
+    key = ed25519.Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    public_raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    # Each via a temp file with its mode set before the first byte: the private key is never
+    # readable by others, not even briefly.
+    write_atomic(private_path, private_pem, mode=0o600)
+    write_atomic(public_path, public_pem, mode=0o644)
+    return KeyFiles(private_path, public_path, key_id(public_raw))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def load_private_key(path: str | os.PathLike[str]) -> SigningKey:
+    """Read an Ed25519 private key (PEM). Raises UsageError saying what is wrong with the file."""
+    serialization, ed25519 = _crypto()
+    fspath = os.fspath(path)
+    data, mode = read_key_file(fspath, _MAX_KEY_BYTES, "key", missing_hint="create one with: aoti-guard keygen KEY")
+    if b"PRIVATE KEY-----" not in data:
+        if b"PUBLIC KEY-----" in data:
+            raise UsageError(
+                f"{fspath} is a public key; signing needs the private key",
+                hint=f"pass the file keygen wrote without .pub ({fspath.removesuffix('.pub')})",
+            )
+        raise UsageError(f"{fspath} is not a PEM private key", hint="create one with: aoti-guard keygen KEY")
+    passphrase = os.environ.get(PASSPHRASE_ENV)
+    try:
+        key = serialization.load_pem_private_key(data, password=passphrase.encode() if passphrase else None)
+    except TypeError:
+        # cryptography: "Password was not given but private key is encrypted" (or the reverse)
+        hint = f"set {PASSPHRASE_ENV} to its passphrase" if not passphrase else f"the key is not encrypted: unset {PASSPHRASE_ENV}"
+        raise UsageError(f"{fspath} cannot be opened without the right passphrase setting", hint=hint) from None
+    except ValueError as exc:
+        raise UsageError(f"{fspath} is not a usable private key: {str(exc)[:200]}", hint=f"a wrong {PASSPHRASE_ENV}?") from None
+    except Exception as exc:  # noqa: BLE001 - cryptography's UnsupportedAlgorithm and friends
+        raise UsageError(f"{fspath} is not a usable private key: {type(exc).__name__}") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise UsageError(
+            f"{fspath} is a {type(key).__name__.removesuffix('PrivateKey') or 'non-Ed25519'} key",
+            hint="aoti-guard signs with Ed25519 keys: aoti-guard keygen KEY",
+        )
+    warnings: tuple[str, ...] = ()
+    if stat.S_IMODE(mode) & 0o077:
+        warnings = (f"{fspath} is readable by other users (mode {stat.S_IMODE(mode):04o}): chmod 600 {fspath}",)
+    public_raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return SigningKey(fspath, key, public_raw, warnings)
+
+
+def sign_manifest(manifest_bytes: bytes, key: SigningKey) -> SignedManifest:
+    """Sign these exact manifest bytes, in memory. The signature is checked with the key's public
+    half before it is returned (no package entry is read).
+
+    Raises:
+        ToolError: the signature does not verify (a bug).
+    """
+    signature = key.sign(manifest_bytes)
+    if not verify(key.public_key, manifest_bytes, signature):
+        raise ToolError("the new signature does not verify with the key's public half (a bug in aoti-guard)")
+    digest = sha256_bytes(manifest_bytes)
+    return SignedManifest(SignatureEntry(ALGORITHM, key.key_id, digest, signature).to_bytes(), key.key_id, digest)
+
+
+def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
+    """Sign the package at ``path`` in place (replacing an earlier signature).
+
+    Raises:
+        UsageError: no such file, or its folder is not writable.
+        PackageRejected: the package fails its own archive checks (``.findings`` says which).
+        ToolError: the signed file did not verify (a bug) or could not be written.
+    """
+    fspath = os.fspath(path)
+    archive, findings = open_archive(fspath)  # UsageError for a missing file
+    if archive is None:
+        raise PackageRejected(f"refusing to sign {fspath}: it is not a usable package", findings)
+    with archive:
+        trust = check_archive(archive)
+        problems = [*findings, *trust.findings]
+        if has_errors(problems):
+            raise PackageRejected(
+                f"refusing to sign {fspath}: it fails its own archive checks", problems, hint="rebuild it; never sign a damaged package"
+            )
+        if trust.manifest is None:
+            raise PackageRejected(
+                f"refusing to sign {fspath}: it has no aoti-guard manifest to sign", problems, hint="build it with aoti-guard build"
+            )
+        manifest_bytes = archive.read(layout.MANIFEST, max_bytes=archive.entries[layout.MANIFEST].size)
+        root = archive.root
+        replaced = None
+        if archive.has(layout.SIGNATURE):
+            try:
+                replaced = read_signature(archive).key_id
+            except ValueError:
+                replaced = "an unreadable signature"
+    signed = sign_manifest(manifest_bytes, key)
+    folder = os.path.dirname(os.path.abspath(fspath))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".aoti-guard-sign-", suffix=".pt2", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot write next to {fspath}: {exc.strerror}", hint="sign a copy in a writable folder") from None
+    os.close(fd)
+    try:
+        _write_signed(fspath, tmp, f"{root}/{layout.SIGNATURE}", signed.entry, replace=replaced is not None)
+        _verify_written(tmp, key)
+        os.chmod(tmp, stat.S_IMODE(os.stat(fspath).st_mode))
+        os.replace(tmp, fspath)
+    except OSError as exc:
+        _unlink(tmp)
+        raise ToolError(f"writing the signed package failed: {exc.strerror or exc}", hint="check free disk space and permissions") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return SignResult(fspath, key.key_id, signed.manifest_sha256, replaced)
+
+
+def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: bool) -> None:
+    """``dst`` = ``src`` plus the signature entry. Unsigned: a byte copy with one entry appended
+    (every existing record stays byte-identical). Signed: every entry but the old signature is
+    copied with its name, date, attributes and bytes, then the new signature is appended."""
+    if not replace:
+        shutil.copyfile(src, dst)
+        append_entries(dst, [(layout.SIGNATURE, entry)])
+        return
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
+        for info in zin.infolist():
+            if info.filename == sig_name:
+                continue
+            copy = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            copy.compress_type = info.compress_type
+            copy.external_attr = info.external_attr
+            copy.create_system = info.create_system
+            copy.comment = info.comment
+            copy.file_size = info.file_size  # lets zipfile choose zip64 headers up front
+            if info.is_dir():
+                zout.writestr(copy, b"")
+                continue
+            with zin.open(info) as fin, zout.open(copy, "w") as fout:
+                while chunk := fin.read(_CHUNK):
+                    fout.write(chunk)
+        zout.writestr(entry_info(sig_name), entry)
+
+
+def _verify_written(path: str, key: SigningKey) -> None:
+    """The signed file must pass exactly what the probe will check, with this key's public half."""
+    archive, findings = open_archive(path)
+    if archive is None:
+        raise ToolError("the signed package is not a readable archive (a bug in aoti-guard)")
+    with archive:
+        trust = check_archive(archive, key.public_key)
+    bad = [f for f in (*findings, *trust.findings) if f.severity.value == "error"]
+    if bad:
+        raise ToolError(f"the signed package does not verify: {bad[0].code}: {bad[0].message} (a bug in aoti-guard)")

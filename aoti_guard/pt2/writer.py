@@ -1,0 +1,77 @@
+"""Assembling the one .pt2: torch's release package, plus golden samples, the twin and the manifest.
+
+torch writes the release model (``package_aoti``) so that its own loader reads it unchanged; we
+append our entries to that zip (stored, same root folder) instead of rewriting it, so large .so
+files are never copied twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Iterable
+from typing import Any
+
+from runtime_probe import layout
+from runtime_probe.package.archive import open_archive
+
+__all__ = ["append_entries", "copy_twin", "entry_info", "hash_entries", "package_release", "sha256_bytes", "zip_root"]
+
+_CHUNK = 1024 * 1024
+
+
+def package_release(path: str, files: list[Any], model_name: str = layout.RELEASE_MODEL) -> None:
+    from torch._inductor.package import package_aoti  # type: ignore[attr-defined]
+
+    package_aoti(path, {model_name: files})
+
+
+def zip_root(path: str) -> str:
+    with zipfile.ZipFile(path) as zf:
+        return zf.namelist()[0].split("/", 1)[0]
+
+
+def entry_info(name: str) -> zipfile.ZipInfo:
+    """A stored entry with a fixed date and mode 0644: the same bytes on every build."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def append_entries(path: str, entries: Iterable[tuple[str, bytes]]) -> None:
+    root = zip_root(path)
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for rel, data in entries:
+            zf.writestr(entry_info(f"{root}/{rel}"), data)
+
+
+def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> list[str]:
+    """Copy the twin's model files into ``dest`` under ``prefix``; returns the new entry names."""
+    root = zip_root(dest)
+    src_dir = layout.model_dir(twin_model)
+    written = []
+    with zipfile.ZipFile(twin_pt2) as src, zipfile.ZipFile(dest, "a", zipfile.ZIP_STORED, allowZip64=True) as out:
+        for info in src.infolist():
+            rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
+            if not rel.startswith(src_dir) or info.is_dir():
+                continue
+            new_rel = prefix + rel[len(src_dir) :]
+            with src.open(info) as fin, out.open(entry_info(f"{root}/{new_rel}"), "w", force_zip64=True) as fout:
+                while chunk := fin.read(_CHUNK):
+                    fout.write(chunk)
+            written.append(new_rel)
+    return written
+
+
+def hash_entries(path: str) -> dict[str, str]:
+    """SHA-256 of every entry but the manifest and its signature."""
+    archive, findings = open_archive(path)
+    if archive is None or findings:
+        raise RuntimeError(f"the package just written is not a clean archive: {[f.message for f in findings]}")
+    with archive:
+        return {rel: archive.sha256(rel) for rel in sorted(archive.entries) if rel not in layout.UNHASHED}
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

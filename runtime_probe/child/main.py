@@ -1,0 +1,77 @@
+"""The child side of child.Worker: read JSON requests, run them, answer with JSON.
+
+Started as ``python -X faulthandler -m runtime_probe.child.main CMD_FD RESULT_FD``. Imports only the
+standard library until a request needs torch, so the parent can start it early and let the torch
+import overlap with other work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any, NoReturn
+
+
+def _unbuffer_c_stdout() -> None:
+    """Make C's stdout unbuffered: AOTI's kernel printer uses printf, and a crash would otherwise
+    lose the last lines, which name the kernel that was running."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        stdout_ptr = ctypes.c_void_p.in_dll(libc, "stdout")
+        libc.setvbuf(stdout_ptr, None, 2, 0)  # 2 = _IONBF
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _fast_exit(state: Any) -> NoReturn:
+    """Exit without the interpreter's teardown of every module: with torch and its exporter
+    imported that teardown takes ~0.7 s, and the parent waits for it. What matters still runs:
+    the loaded models' destructors (AOTI removes the folder it extracted the package to), the
+    atexit handlers, and the flush of stdout and stderr."""
+    import atexit
+    import gc
+
+    state.models.clear()
+    state.tensor_files.clear()
+    gc.collect()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    cmd_fd, res_fd = int(argv[1]), int(argv[2])
+    _unbuffer_c_stdout()
+    from runtime_probe.child import ops as _ops
+
+    state = _ops.State()
+    with os.fdopen(cmd_fd, "r", encoding="utf-8") as requests, os.fdopen(res_fd, "w", encoding="utf-8") as replies:
+        for line in requests:
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "exit":
+                if request.get("args", {}).get("fast"):
+                    _fast_exit(state)
+                break
+            reply: dict[str, Any]
+            try:
+                handler = _ops.OPS[op]
+                reply = {"ok": True, "result": handler(state, **request.get("args", {}))}
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent as data
+                reply = {
+                    "ok": False,
+                    "error": {"type": type(exc).__name__, "message": str(exc)[-8000:], "traceback": traceback.format_exc()[-12000:]},
+                }
+            sys.stdout.flush()
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

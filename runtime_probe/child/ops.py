@@ -1,0 +1,328 @@
+"""What the child interpreter does on request (see main.py). Everything here may import torch.
+
+Each op returns JSON-able data; an exception becomes a ``ChildRaised`` in the parent. A crash
+(signal) kills the child, and the parent attributes it to the op it was waiting for.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime_probe import numerics as _numerics
+from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.formats import symexpr as _symexpr
+
+
+class State:
+    def __init__(self) -> None:
+        self.models: dict[str, Any] = {}
+        self.tensor_files: dict[str, dict[str, Any]] = {}
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def loaded_libstdcxx() -> str | None:
+    """The libstdc++ this process actually mapped (after torch's import), from /proc/self/maps."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if "libstdc++.so" in os.path.basename(path):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def op_facts(state: State, device_type: str | None = None, device_index: int | None = None, preload: bool = False) -> dict[str, Any]:
+    """Facts about this interpreter: torch, CUDA devices, driver, the C++ runtime it mapped.
+
+    ``preload``: also import torch's package loader (~1 s: it pulls in torch.export), so a later
+    ``load`` does not pay for it; the build asks for this while it compiles.
+    """
+    facts: dict[str, Any] = {"python": platform.python_version(), "executable": os.path.realpath(sys.executable)}
+    started = time.monotonic()
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - any import failure means "no usable torch"
+        facts["torch_error"] = f"{type(exc).__name__}: {exc}"
+        return facts
+    facts["torch_import_seconds"] = round(time.monotonic() - started, 3)
+    facts["torch"] = torch.__version__
+    facts["torch_git"] = getattr(torch.version, "git_version", None)
+    facts["cuda_runtime"] = torch.version.cuda
+    facts["triton"] = _dist_version("triton") or _dist_version("pytorch-triton")
+    facts["libstdcxx"] = loaded_libstdcxx()
+    devices: list[dict[str, Any]] = []
+    cuda_ok = False
+    if device_type in (None, "cuda"):
+        try:
+            cuda_ok = bool(torch.cuda.is_available())
+            count = torch.cuda.device_count() if cuda_ok else 0
+        except Exception as exc:  # noqa: BLE001
+            facts["cuda_error"] = f"{type(exc).__name__}: {exc}"
+            count = 0
+        for i in range(count):
+            props = torch.cuda.get_device_properties(i)
+            dev: dict[str, Any] = {
+                "index": i,
+                "name": props.name,
+                "capability": f"{props.major}{props.minor}",
+                "total_memory": int(props.total_memory),
+            }
+            if device_index is None or device_index == i:
+                try:
+                    free, _total = torch.cuda.mem_get_info(i)
+                    dev["free_memory"] = int(free)
+                except Exception as exc:  # noqa: BLE001
+                    dev["memory_error"] = str(exc)
+            devices.append(dev)
+    facts["cuda_available"] = cuda_ok
+    facts["devices"] = devices
+    facts["driver"] = _driver_facts()
+    if preload:
+        try:
+            import torch.export.pt2_archive._package  # what make_loader imports
+        except Exception:  # noqa: BLE001 - a warm-up only: load imports it again and reports
+            pass
+    return facts
+
+
+def _driver_facts() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            first = fh.readline()
+        parts = first.split()
+        version = next((p for p in parts if p.count(".") >= 1 and p.replace(".", "").isdigit()), None)
+        out["version"] = version
+    except OSError:
+        pass
+    try:
+        import ctypes
+
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        value = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(value)) == 0:
+            out["cuda_version"] = f"{value.value // 1000}.{(value.value % 1000) // 10}"
+    except OSError:
+        pass
+    return out
+
+
+def make_loader(path: str, model_name: str, device_index: int | None) -> Any:
+    import torch
+    from torch.export.pt2_archive._package import AOTICompiledModel
+
+    index = -1 if device_index is None else int(device_index)
+    try:
+        # Constructed directly: torch's load_package retries a failed load and logs a misleading
+        # "Loading outdated pt2 file", and load_pt2 would load every model in the archive.
+        loader = torch._C._aoti.AOTIModelPackageLoader(path, model_name, False, 1, index)
+    except TypeError:
+        from torch._inductor.package import load_package  # type: ignore[attr-defined]
+
+        return load_package(path, model_name)
+    return AOTICompiledModel(loader)
+
+
+def op_load(state: State, key: str, path: str, model_name: str = "model", device_index: int | None = None) -> dict[str, Any]:
+    started = time.monotonic()
+    model = make_loader(path, model_name, device_index)
+    seconds = time.monotonic() - started
+    state.models[key] = model
+    try:
+        fqns = list(model.get_constant_fqns())
+    except Exception:  # noqa: BLE001 - older runtimes lack it
+        fqns = None
+    return {"seconds": round(seconds, 4), "constant_fqns": fqns, "metadata": dict(model.get_metadata())}
+
+
+def _tensors(state: State, path: str) -> dict[str, Any]:
+    if path not in state.tensor_files:
+        state.tensor_files[path] = _safetensors.load(path)
+    return state.tensor_files[path]
+
+
+def op_load_weights(state: State, key: str, weights_path: str, device: str, names: list[str]) -> dict[str, Any]:
+    """Load already-validated weights into a model (the parent checked names, shapes, dtypes)."""
+    started = time.monotonic()
+    tensors = _safetensors.load(weights_path, names=names, device=device)
+    state.models[key].load_constants(tensors, check_full_update=True)
+    return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(tensors)}
+
+
+def op_run(
+    state: State,
+    key: str,
+    golden_path: str,
+    sample: dict[str, Any],
+    inputs: list[dict[str, Any]],
+    in_spec: str,
+    outputs: list[str],
+    device: str,
+    tolerances: dict[str, list[float]] | None = None,
+    save_path: str | None = None,
+    equal_nan: bool = False,
+    input_device: str | None = None,
+    contract_from: str | None = None,
+) -> dict[str, Any]:
+    """Run one sample through a loaded model and compare with the references it stores.
+
+    ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
+    ``contract_from`` (the package path) checks them against its contract first, by name.
+    """
+    import torch
+    from torch.utils import _pytree as pytree
+
+    tensors = _tensors(state, golden_path)
+    leaves: list[Any] = []
+    for spec in inputs:
+        if spec["kind"] == "tensor":
+            t = tensors[sample["inputs"][spec["name"]]]
+            leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
+        else:
+            leaves.append(spec.get("value"))
+    args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
+    if contract_from is not None:
+        from runtime_probe.errors import InputContractError
+
+        try:
+            _checker(contract_from, device).check(*args, **kwargs)
+        except InputContractError as exc:
+            return {
+                "contract_error": {
+                    "code": exc.code,
+                    "argument": exc.argument,
+                    "message": exc.message,
+                    "expected": exc.expected,
+                    "found": exc.found,
+                    "hint": exc.hint,
+                }
+            }
+    model = state.models[key]
+    started = time.monotonic()
+    result = model(*args, **kwargs)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    seconds = time.monotonic() - started
+    flat = [t for t in pytree.tree_leaves(result)]
+    report: dict[str, Any] = {"seconds": round(seconds, 5), "count": len(flat), "outputs": {}}
+    if len(flat) != len(outputs):
+        report["count_mismatch"] = {"expected": len(outputs), "found": len(flat)}
+    saved: dict[str, Any] = {}
+    for name, value in zip(outputs, flat):
+        if not isinstance(value, torch.Tensor):
+            report["outputs"][name] = {"passed": True, "not_tensor": repr(value)[:200]}
+            continue
+        entry: dict[str, Any] = {
+            "nonfinite": _numerics.nonfinite_count(value),
+            "dtype": str(value.dtype).replace("torch.", ""),
+            "shape": list(value.shape),
+        }
+        ref_key = sample.get("outputs", {}).get(name)
+        if tolerances is not None and ref_key is not None and ref_key in tensors:
+            atol, rtol = tolerances.get(name, [0.0, 0.0])
+            entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=equal_nan))
+        report["outputs"][name] = entry
+        if save_path is not None:
+            saved[name] = value.detach().to("cpu")
+    if save_path is not None:
+        _safetensors.dump(saved, save_path)
+    return report
+
+
+def _checker(package: str, device: str) -> Any:
+    """The guarded loader's input checks for ``package`` (one --inputs run per probe: not cached)."""
+    import torch
+
+    from runtime_probe import layout
+    from runtime_probe.guard.inputs import InputChecker
+    from runtime_probe.package.archive import open_archive
+    from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, parse_manifest
+
+    archive, _ = open_archive(package)
+    if archive is None:
+        raise RuntimeError(f"cannot reopen {package}")
+    with archive:
+        manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+    return InputChecker(manifest, torch.device(device))
+
+
+def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:
+    """Give a golden tensor (stored contiguous) the layout the model was compiled for."""
+    import torch
+
+    if not stride or t.dim() != len(stride):
+        return t
+    try:
+        want = [s if isinstance(s, int) else _symexpr.compile_expr(s)(symbols) for s in stride]
+    except _symexpr.ExprError:
+        return t
+    if list(t.stride()) == want or t.numel() == 0:
+        return t
+    out = torch.empty_strided(tuple(t.shape), tuple(want), dtype=t.dtype)
+    out.copy_(t)
+    return out
+
+
+def op_ping(state: State) -> dict[str, Any]:
+    return {"pid": os.getpid()}
+
+
+def op_selftest(state: State, action: str, **kw: Any) -> Any:
+    """Misbehaviour on request, for the tests of child.py (enabled by RUNTIME_PROBE_SELFTEST=1)."""
+    import signal
+    import subprocess
+
+    if action == "signal":
+        sys.stdout.write("about to die\n")
+        sys.stdout.flush()
+        sys.stderr.write("Error: selftest native failure\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), getattr(signal, kw.get("name", "SIGSEGV")))
+    elif action == "hang":
+        # A grandchild that would outlive us unless the whole process group is killed.
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open(kw["pidfile"], "w") as fh:
+            fh.write(str(child.pid))
+        time.sleep(600)
+    elif action == "print":
+        chunk = "x" * 1023 + "\n"
+        for _ in range(int(kw.get("kib", 1024))):
+            sys.stdout.write(chunk)
+            sys.stderr.write(chunk)
+        sys.stdout.flush()
+        return "printed"
+    elif action == "raise":
+        if kw.get("note"):  # as AOTI's C++ logs the real reason to fd 2 just before raising
+            os.write(2, (str(kw["note"]) + "\n").encode())
+        raise RuntimeError("selftest error")
+    elif action == "exit":
+        os._exit(int(kw.get("code", 7)))
+    elif action == "alloc":
+        blob = bytearray(int(kw["bytes"]))
+        return len(blob)
+    return None
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "facts": op_facts,
+    "load": op_load,
+    "load_weights": op_load_weights,
+    "run": op_run,
+    "ping": op_ping,
+}
+if os.environ.get("RUNTIME_PROBE_SELFTEST") == "1":
+    OPS["selftest"] = op_selftest

@@ -1,0 +1,179 @@
+"""The guarded loader: ``runtime_probe.load(path)`` returns a callable with the model's signature
+that checks every call against the manifest BEFORE native code runs.
+
+Plain AOTI answers a smaller, larger, transposed, out-of-range, wrong-dtype or wrong-device input
+with garbage (or an out-of-bounds read); its own checks, when enabled, name inputs by position
+only. Here every violation raises InputContractError naming the argument:
+``x: dim 0 is 100, above the maximum 64 of 'batch'``.
+
+The checks themselves live in ``inputs.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from typing import Any
+
+from runtime_probe import layout
+from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageError
+from runtime_probe.findings import error, has_errors
+from runtime_probe.guard.inputs import InputChecker
+from runtime_probe.host.rules import parse_device
+from runtime_probe.package.archive import open_archive
+from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.twin import materialize_twin
+from runtime_probe.package.weights import constant_problems
+
+__all__ = ["GuardedModel", "load"]
+
+_MISSING = object()
+
+
+def load(
+    path: str | os.PathLike[str],
+    device: str | None = None,
+    *,
+    model: str = layout.RELEASE_MODEL,
+    verify: bool = True,
+    public_key: str | os.PathLike[str] | None = None,
+) -> GuardedModel:
+    """Verify a package and load it in this process behind its input contract.
+
+    Args:
+        path: the .pt2 built by aoti-guard.
+        device: "cpu", "cuda" or "cuda:N"; default: the device it was built for.
+        model: "model" (the release model) or "debug_twin" (the sanitized twin).
+        verify: check every entry's SHA-256 against the manifest first (reads the whole file).
+        public_key: an Ed25519 public key file (PEM, from ``aoti-guard keygen``): the package must
+            carry a valid signature by it (checked before the manifest's hashes are believed).
+
+    Raises:
+        PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
+            manifest (``.findings`` says which).
+        UsageError: a bad device string, model name or public key file.
+    """
+    # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
+    from runtime_probe.trust.check import check_archive
+    from runtime_probe.trust.signature import load_public_key
+
+    fspath = os.fspath(path)
+    key = None
+    if public_key is not None:
+        if not verify:
+            raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
+        key = load_public_key(public_key)
+    archive, findings = open_archive(fspath)
+    if archive is None:
+        raise PackageRejected(f"{fspath} is not a usable package", findings)
+    with archive:
+        # a package without a manifest is refused below: reading its entries would be wasted
+        trust = check_archive(archive, key, verify_hashes=verify and archive.has(layout.MANIFEST))
+        findings += trust.findings
+        if has_errors(findings):
+            first = next(f for f in findings if f.severity.value == "error")
+            raise PackageRejected(
+                f"{fspath} failed its archive checks: {first.code}: {first.message}",
+                findings,
+                hint="do not load it: fetch the released file again",
+            )
+        manifest = trust.manifest
+        if manifest is None:
+            raise PackageRejected(
+                f"{fspath} has no aoti-guard manifest",
+                [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
+                hint="build it with aoti-guard build",
+            )
+        device_type, index = manifest.target.device_type, None
+        if device is not None:
+            try:
+                device_type, index = parse_device(device)
+            except ValueError:
+                raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda or cuda:N") from None
+            if device_type != manifest.target.device_type:
+                raise UsageError(
+                    f"the package was compiled for {manifest.target.device_type}, not {device_type}",
+                    hint=f"load it with device={manifest.target.device_type!r}",
+                )
+        tmp: str | None = None
+        load_path, model_name = fspath, manifest.model_name
+        if model == layout.TWIN_MODEL:
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
+            twin = materialize_twin(archive, manifest, tmp)
+            if twin is None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise UsageError(f"{fspath} has no debug twin", hint="it was built with --no-debug-twin")
+            load_path, model_name = twin, layout.TWIN_MODEL
+        elif model != layout.RELEASE_MODEL:
+            raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
+    from runtime_probe.child.ops import make_loader
+
+    compiled = make_loader(load_path, model_name, index)
+    guarded = GuardedModel(compiled, manifest, device_type, _resolve_index(device_type, index))
+    if tmp is not None:
+        weakref.finalize(guarded, shutil.rmtree, tmp, True)
+    return guarded
+
+
+def _resolve_index(device_type: str, index: int | None) -> int | None:
+    if device_type != "cuda":
+        return None
+    if index is not None:
+        return index
+    import torch
+
+    return int(torch.cuda.current_device())
+
+
+class GuardedModel:
+    """A loaded package that checks each call against its contract, then runs it.
+
+    Call it like the original model (positional or keyword arguments, by the names of forward()).
+    ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
+    """
+
+    def __init__(self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None) -> None:
+        import torch
+
+        self.compiled = compiled
+        self.manifest = manifest
+        self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
+        self.checker = InputChecker(manifest, self.device)
+        self.__signature__ = self.checker.signature
+
+    def __repr__(self) -> str:
+        return f"GuardedModel({', '.join(self.checker.param_names)}) on {self.device}"
+
+    def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return self.checker.check(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        call_args, call_kwargs = self.checker.check(*args, **kwargs)
+        return self.compiled(*call_args, **call_kwargs)
+
+    def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
+        """Swap in new weights after checking names, shapes, dtypes and devices against the manifest.
+
+        Raises:
+            ConstantsContractError: before torch's load_constants is called, naming the constant.
+        """
+        given = {fqn: (str(t.dtype).replace("torch.", ""), tuple(t.shape)) for fqn, t in tensors.items()}
+        problems = constant_problems(given, self.manifest.constants, source="the new weights", full=check_full_update, refuse_inlined=True)
+        for f in problems:
+            if f.severity.value == "error":
+                raise ConstantsContractError(
+                    f.message, code=f.code, constant=f.evidence.get("constant"), expected=f.expected, found=f.found, hint=f.hint
+                )
+        for fqn, t in tensors.items():
+            if t.device.type != self.device.type or (self.device.index is not None and t.device.index != self.device.index):
+                raise ConstantsContractError(
+                    f"{fqn}: is on {t.device}, the model runs on {self.device}",
+                    code="constants.device_mismatch",
+                    constant=fqn,
+                    expected=str(self.device),
+                    found=str(t.device),
+                    hint=f"move it with .to('{self.device}')",
+                )
+        self.compiled.load_constants(tensors, check_full_update=check_full_update)

@@ -1,0 +1,297 @@
+"""The manifest: the contract a package carries (schema MAJOR.MINOR, see MANIFEST_SCHEMA_VERSION).
+
+Bump MINOR when adding an optional field (older readers ignore it); bump MAJOR when a field is
+removed, renamed or changes meaning. Readers refuse a newer MAJOR with a finding
+(``manifest.unsupported_version``), never with a traceback. docs/manifest.md describes each field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
+
+__all__ = [
+    "MANIFEST_SCHEMA_VERSION",
+    "ConstantSpec",
+    "Dim",
+    "Golden",
+    "GoldenSample",
+    "IOContract",
+    "InputSpec",
+    "KernelImage",
+    "Manifest",
+    "ManifestError",
+    "OutputSpec",
+    "ParamSpec",
+    "Symbol",
+    "Target",
+    "TensorSpec",
+    "Tolerance",
+    "Toolchain",
+    "TwinInfo",
+    "dump_manifest",
+    "parse_manifest",
+]
+
+MANIFEST_SCHEMA_VERSION = "1.0"
+# A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+class ManifestError(ValueError):
+    """The manifest cannot be used. ``code`` is ``manifest.invalid`` or ``manifest.unsupported_version``."""
+
+    def __init__(self, code: str, message: str, *, found: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.found = found
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A symbolic size: ``expr`` over the contract's symbols (``batch``, ``2*batch``), with its range.
+
+    ``max`` is None when the range is unbounded above.
+    """
+
+    expr: str
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    dtype: str  # torch dtype name: "float32", "bfloat16", "int64", "bool"...
+    shape: tuple[int | Dim, ...]
+    stride: tuple[int | str, ...]  # ints, or expressions over the symbols
+    contiguous: bool
+    device: str  # device type: "cpu", "cuda"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A parameter of forward(), and how it was passed at export time."""
+
+    name: str
+    kind: str  # "positional_only" | "positional_or_keyword" | "keyword_only" | "var_positional" | "var_keyword"
+    passed: str  # "positional" | "keyword" | "omitted"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One leaf of the flattened (args, kwargs): a tensor, or a non-tensor the model is specialized on."""
+
+    name: str  # "x", "xs[1]", "cfg['scale']"
+    param: str  # the forward() parameter it belongs to
+    kind: str  # "tensor" | "constant"
+    index: int | None = None  # position among AOTI's tensor inputs (input_handles[i])
+    tensor: TensorSpec | None = None
+    value: Any = None  # JSON value of a constant leaf
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str  # "output", "output[0]", "output['logits']"
+    tensor: TensorSpec | None
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A dynamic dimension: its range and the inputs that carry it (``x.shape[0]``)."""
+
+    name: str
+    min: int
+    max: int | None
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IOContract:
+    params: tuple[ParamSpec, ...]
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[OutputSpec, ...]
+    symbols: tuple[Symbol, ...]
+    in_spec: str = ""  # torch pytree spec (treespec_dumps) of (args, kwargs)
+    out_spec: str = ""
+
+    def tensor_inputs(self) -> list[InputSpec]:
+        return sorted((i for i in self.inputs if i.kind == "tensor"), key=lambda i: i.index or 0)
+
+    def tensor_input_name(self, index: int) -> str:
+        """The name of AOTI's ``input_handles[index]`` (its checks count tensor inputs only)."""
+        tensors = self.tensor_inputs()
+        return tensors[index].name if 0 <= index < len(tensors) else f"input {index}"
+
+
+@dataclass(frozen=True)
+class KernelImage:
+    entry: str  # archive entry (relative to root)
+    kind: str  # "cubin" | "fatbin"
+    archs: tuple[str, ...]  # "sm_90a"; for fatbins "sass:sm_90a", "ptx:sm_90"
+
+
+@dataclass(frozen=True)
+class Target:
+    device_type: str  # "cpu" | "cuda"
+    platform: str  # "linux"
+    machine: str  # "x86_64"
+    device_name: str | None = None  # "NVIDIA H100 80GB HBM3"
+    compute_capability: str | None = None  # "90"
+    kernel_archs: tuple[str, ...] = ()  # distinct SASS archs over all kernel images
+    kernels: tuple[KernelImage, ...] = ()
+    cpu_isa: tuple[str, ...] = ()  # /proc/cpuinfo flag names the native code was compiled to use
+    aoti_cpu_isa: str | None = None  # AOTI_CPU_ISA ("AVX2", "AVX512")
+    march: str | None = None  # "-march=" value of the compile command ("native")
+    build_cpu: str | None = None  # model name of the build CPU
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    torch: str
+    python: str
+    torch_git: str | None = None
+    triton: str | None = None
+    cuda_runtime: str | None = None  # torch.version.cuda of the build
+    driver: str | None = None  # build host's GPU driver
+    cxx: str | None = None  # compiler command
+    cxx_version: str | None = None
+    glibcxx_required: str | None = None  # highest GLIBCXX_* the .so needs
+    cxxabi_required: str | None = None
+    glibc_required: str | None = None
+    libstdcxx_build: str | None = None  # libstdc++ the build process had loaded (file name + max GLIBCXX)
+
+
+@dataclass(frozen=True)
+class ConstantSpec:
+    fqn: str
+    kind: str  # "parameter" | "buffer" | "constant"
+    dtype: str
+    shape: tuple[int, ...]
+    sha256: str
+    nbytes: int
+    storage: str  # "package": a runtime constant (load_constants can replace it); "inlined": baked into code
+    internal_name: str | None = None  # AOTI's name ("lin_weight")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-output tolerance for ``|out - ref| <= atol + rtol * |ref|`` (rule in docs/manifest.md)."""
+
+    output: str
+    atol: float
+    rtol: float
+    measured_abs: float = 0.0
+    measured_rel: float = 0.0
+
+
+@dataclass(frozen=True)
+class GoldenSample:
+    id: str  # "example", "min", "max", "mid"
+    inputs: dict[str, str]  # input name -> tensor key in the golden file
+    outputs: dict[str, str]  # output name -> tensor key
+    symbols: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Golden:
+    entry: str
+    samples: tuple[GoldenSample, ...]
+    tolerances: tuple[Tolerance, ...]
+    nbytes: int
+    cap_bytes: int
+    rule: str = ""
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TwinInfo:
+    model_name: str
+    entry_prefix: str  # where its files sit in the archive (outside torch's scan path)
+    nan_asserts: bool
+    intermediate_value_printer: str  # AOTI printer level compiled in ("3": kernel names)
+    inductor_configs: dict[str, str] = field(default_factory=dict)
+    kernels: tuple[str, ...] = ()  # kernel names the twin printed on the example sample at build time
+
+
+@dataclass(frozen=True)
+class Manifest:
+    schema_version: str
+    tool: dict[str, str]
+    created: str
+    root: str
+    model_name: str
+    io: IOContract
+    target: Target
+    toolchain: Toolchain
+    constants: tuple[ConstantSpec, ...]
+    hashes: dict[str, str]
+    golden: Golden | None = None
+    debug_twin: TwinInfo | None = None
+    inductor_configs: dict[str, str] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
+    aoti_metadata: dict[str, str] = field(default_factory=dict)
+
+    def output_names(self) -> list[str]:
+        return [o.name for o in self.io.outputs]
+
+    def package_constants(self) -> list[ConstantSpec]:
+        return [c for c in self.constants if c.storage == "package"]
+
+    def tolerance_for(self, output: str) -> Tolerance | None:
+        if self.golden is None:
+            return None
+        return next((t for t in self.golden.tolerances if t.output == output), None)
+
+
+def schema_major(version: object) -> int | None:
+    text = str(version)
+    head = text.split(".", 1)[0]
+    return int(head) if head.isdigit() and len(head) < 6 else None
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON has no NaN/Infinity; Python's json accepts them unless told otherwise.
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def parse_manifest(raw: bytes) -> Manifest:
+    """Parse and validate manifest bytes. Raises ManifestError (never another exception type)."""
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError("manifest.invalid", f"manifest is {len(raw)} bytes, over the {MAX_MANIFEST_BYTES} limit")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ManifestError("manifest.invalid", f"manifest is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ManifestError("manifest.invalid", f"manifest is a JSON {type(data).__name__}, not an object")
+    version = data.get("schema_version")
+    major = schema_major(version)
+    if major is None or not isinstance(version, (str, int)):
+        raise ManifestError("manifest.invalid", f"manifest has no usable schema_version ({str(version)[:40]!r})")
+    ours = schema_major(MANIFEST_SCHEMA_VERSION)
+    if ours is not None and major > ours:
+        raise ManifestError(
+            "manifest.unsupported_version",
+            f"manifest schema {version} is newer than this reader supports ({MANIFEST_SCHEMA_VERSION})",
+            found=str(version),
+        )
+    data = {**data, "schema_version": str(version)}
+    try:
+        return from_jsonable(Manifest, data, "manifest")
+    except SerdeError as exc:
+        raise ManifestError("manifest.invalid", f"manifest field {exc}") from None
+    except RecursionError:
+        raise ManifestError("manifest.invalid", "manifest is nested too deeply") from None
+
+
+def dump_manifest(manifest: Manifest) -> bytes:
+    return (json.dumps(to_jsonable(manifest), indent=1, allow_nan=False) + "\n").encode()
+
+
+def manifest_to_dict(manifest: Manifest) -> dict[str, Any]:
+    out: dict[str, Any] = to_jsonable(manifest)
+    return out

@@ -1,0 +1,134 @@
+"""Checks of a parsed manifest against itself and its archive, before any later phase uses it.
+
+``parse_manifest`` checks types. These check values that later code relies on: names that become
+paths (model names, the twin's folder), entries the manifest points to, dtype names looked up on
+torch, size expressions compiled by the guarded loader. Without a signature anyone can edit a
+manifest, so each of these must be a finding here, never a KeyError deep in the golden phase or a
+path outside a temporary folder.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from runtime_probe import layout
+from runtime_probe.findings import Finding, error
+from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.package.archive import Archive, unsafe_name
+from runtime_probe.package.manifest import Dim, Manifest, TensorSpec
+
+__all__ = ["check_manifest"]
+
+PHASE = "archive"
+MAX_PROBLEMS = 20  # a hostile manifest can hold millions of bad values; say enough to act on
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+# torch dtype names as ``str(dtype)`` prints them without "torch.": float32, bfloat16, int64,
+# uint8, complex64, float8_e4m3fn, qint8, bool... (looked up with getattr on torch).
+_DTYPE = re.compile(r"^(bool|(float|bfloat|int|uint|complex|qint|quint|bits)[0-9][0-9a-z_]{0,30})$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def check_manifest(manifest: Manifest, archive: Archive) -> list[Finding]:
+    """Problems of ``manifest`` as ``manifest.invalid`` findings (at most MAX_PROBLEMS)."""
+    findings: list[Finding] = []
+    for problem in _problems(manifest, archive):
+        findings.append(
+            error(
+                "manifest.invalid",
+                PHASE,
+                f"the manifest {problem}",
+                hint="the manifest was edited or damaged after the build; do not load this package, rebuild it",
+            )
+        )
+        if len(findings) >= MAX_PROBLEMS:
+            break
+    return findings
+
+
+def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
+    if not _SAFE_NAME.match(m.model_name) or m.model_name in (".", ".."):
+        yield f"names the model {m.model_name[:80]!r}, which is not a plain name"
+    elif m.model_name not in archive.models():
+        yield f"names the model {m.model_name!r}, which the archive does not hold"
+    if m.target.device_type not in _DEVICE_TYPES:
+        yield f"targets device type {m.target.device_type[:40]!r} (expected one of {', '.join(_DEVICE_TYPES)})"
+    for rel, digest in m.hashes.items():
+        why = unsafe_name(rel)
+        if why is not None or rel in layout.UNHASHED:
+            yield f"lists a hash for {rel[:80]!r}, which is not an entry name it can hash"
+        if not _HEX64.match(digest):
+            yield f"records {digest[:80]!r} as the SHA-256 of {rel[:80]!r} (expected 64 lowercase hex digits)"
+    yield from _io_problems(m)
+    for c in m.constants:
+        if not _DTYPE.match(c.dtype):
+            yield f"gives constant {c.fqn[:80]!r} the dtype {c.dtype[:40]!r}"
+        if any(s < 0 for s in c.shape) or c.nbytes < 0:
+            yield f"gives constant {c.fqn[:80]!r} a negative size"
+    if m.golden is not None:
+        g = m.golden
+        if g.entry not in archive.entries:
+            yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
+        elif g.entry not in m.hashes:
+            yield f"points to golden samples in {g.entry!r} without recording their hash"
+        inputs = {i.name for i in m.io.inputs}
+        outputs = set(m.output_names())
+        for s in g.samples:
+            unknown = sorted(set(s.inputs) - inputs) + sorted(set(s.outputs) - outputs)
+            if unknown:
+                yield f"golden sample {s.id[:40]!r} refers to {', '.join(n[:40] for n in unknown[:3])}, which the contract does not have"
+        for t in g.tolerances:
+            if t.atol < 0 or t.rtol < 0:
+                yield f"gives output {t.output[:40]!r} a negative tolerance"
+    twin = m.debug_twin
+    if twin is not None:
+        prefix = twin.entry_prefix
+        if not _SAFE_NAME.match(twin.model_name) or twin.model_name in (".", ".."):
+            yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name"
+        if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
+            yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
+
+
+def _io_problems(m: Manifest) -> Iterator[str]:
+    for i in m.io.inputs:
+        if i.kind not in ("tensor", "constant"):
+            yield f"gives input {i.name[:80]!r} the kind {i.kind[:40]!r}"
+        elif i.kind == "tensor" and i.tensor is None:
+            yield f"gives tensor input {i.name[:80]!r} no tensor description"
+        if i.tensor is not None:
+            yield from _tensor_problems(f"input {i.name[:80]!r}", i.tensor)
+    for o in m.io.outputs:
+        if o.tensor is not None:
+            yield from _tensor_problems(f"output {o.name[:80]!r}", o.tensor)
+    for s in m.io.symbols:
+        if s.min < 0 or (s.max is not None and s.max < s.min):
+            yield f"gives symbol {s.name[:40]!r} the range {s.min}..{s.max}"
+
+
+def _tensor_problems(what: str, t: TensorSpec) -> Iterator[str]:
+    if not _DTYPE.match(t.dtype):
+        yield f"gives {what} the dtype {t.dtype[:40]!r}"
+    if t.device not in _DEVICE_TYPES:
+        yield f"puts {what} on device {t.device[:40]!r}"
+    for d in t.shape:
+        if isinstance(d, int):
+            if d < 0:
+                yield f"gives {what} a negative size {d}"
+            continue
+        if not isinstance(d, Dim):
+            continue
+        if d.min < 0 or (d.max is not None and d.max < d.min):
+            yield f"gives {what} the size range {d.min}..{d.max} for {d.expr[:40]!r}"
+        yield from _expr_problems(what, d.expr)
+    for s in t.stride:
+        if isinstance(s, str):
+            yield from _expr_problems(what, s)
+
+
+def _expr_problems(what: str, expr: str) -> Iterator[str]:
+    try:
+        _symexpr.compile_expr(expr)
+    except _symexpr.ExprError as exc:
+        yield f"gives {what} a size expression that is not arithmetic over its symbols ({str(exc)[:80]})"

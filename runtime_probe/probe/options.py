@@ -1,0 +1,49 @@
+"""How to probe: the options and the phase names, a leaf module (nothing it imports imports it back)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["PHASES", "ProbeOptions", "ProgressFn"]
+
+PHASES = ("archive", "host", "load", "constants", "golden", "escalate")
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """How to probe.
+
+    Attributes:
+        device: "cpu", "cuda" or "cuda:N"; None = the device the package was built for.
+        weights: a safetensors file to validate and load in place of the package's constants.
+        inputs: a safetensors file of inputs (keys = input names) to run after the golden samples,
+            e.g. inputs captured from a failing request.
+        inputs_device: where to place ``inputs`` (default: the model's device); "cpu" replays a
+            caller that forgot to move them.
+        fast: the container pre-flight: archive, host, load and one golden sample.
+        timeout_s: limit for each child request (load, one golden run).
+        escalate: climb the escalation ladder when loading or running fails.
+        escalate_timeout_s: bound on the whole ladder.
+        all_devices: probe every visible GPU, in parallel.
+        python: the interpreter the child runs (the probe's own by default).
+        env: extra environment for the child.
+        public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
+            it, checked before the manifest is believed and before anything native is opened.
+    """
+
+    device: str | None = None
+    weights: str | None = None
+    inputs: str | None = None
+    inputs_device: str | None = None
+    fast: bool = False
+    timeout_s: float = 300.0
+    escalate: bool = True
+    escalate_timeout_s: float = 600.0
+    all_devices: bool = False
+    python: str | None = None
+    env: Mapping[str, str | None] = field(default_factory=dict)
+    public_key: str | None = None
+
+
+ProgressFn = Callable[[str, str], None]

@@ -1,0 +1,478 @@
+"""The probe's phases, one function each: archive, host, load, constants, golden.
+
+Each returns (findings, detail, go_on). ``Shared`` holds what all devices share (the verified
+archive and manifest), ``Device`` one device's child interpreter and what it learned; probe.py
+orchestrates them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_probe import layout
+from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
+from runtime_probe.findings import Finding, error, has_errors, info, warning
+from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
+from runtime_probe.host.rules import Requirements, check_host, parent_facts
+from runtime_probe.ladder.readers import input_check
+from runtime_probe.ladder.steps import Replay
+from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
+from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.weights import check_weights
+from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.trust.check import check_archive
+from runtime_probe.trust.signature import PublicKey
+
+__all__ = ["Device", "Phase", "Shared", "archive_phase", "constants_phase", "golden_phase", "host_phase", "load_phase", "package_device"]
+
+
+@dataclass
+class Shared:
+    """What every device's phases share: the verified archive and its manifest."""
+
+    path: str
+    options: ProbeOptions
+    tmp: str
+    archive: Archive | None = None
+    manifest: Manifest | None = None
+    golden_path: str | None = None
+    public_key: PublicKey | None = None
+
+
+@dataclass
+class Device:
+    device_type: str
+    device_index: int | None
+    label: str = ""
+    worker: Worker | None = None
+    host: dict[str, Any] = field(default_factory=dict)
+    golden_valid: bool = True
+    replay: Replay | None = None
+    weights_args: dict[str, Any] | None = None  # how --weights was loaded, for the ladder's replays
+
+    @property
+    def device(self) -> str:
+        return self.device_type + (f":{self.device_index}" if self.device_index is not None else "")
+
+
+Phase = tuple[list[Finding], dict[str, Any], bool]
+
+
+def archive_phase(shared: Shared) -> Phase:
+    archive, findings = open_archive(shared.path)
+    shared.archive = archive
+    detail: dict[str, Any] = {}
+    if archive is None:
+        return findings, detail, False
+    detail.update(root=archive.root, entries=len(archive.entries), models=archive.models())
+    if layout.RELEASE_MODEL not in archive.models():
+        findings.append(
+            error(
+                "archive.no_model",
+                "archive",
+                "the package holds no AOTInductor model named 'model'",
+                expected="data/aotinductor/model/",
+                found=", ".join(archive.models()) or "no model",
+                hint="this is not an AOTI package (a saved ExportedProgram?); build it with aoti-guard build",
+            )
+        )
+    # signature (with a key), manifest, its value rules, every entry's hash: trust.py's order
+    trust = check_archive(archive, shared.public_key)
+    shared.manifest = trust.manifest
+    findings += trust.findings
+    detail.update(trust.detail)
+    if shared.options.inputs is not None and shared.manifest is None:
+        findings.append(
+            error(
+                "manifest.missing",
+                "archive",
+                "--inputs needs the manifest's input names and contract",
+                hint="build the package with aoti-guard build",
+            )
+        )
+    ok = not has_errors(findings)
+    if ok and shared.manifest is not None and shared.manifest.golden is not None:
+        shared.golden_path = os.path.join(shared.tmp, "golden.safetensors")
+        with open(shared.golden_path, "wb") as fh:
+            for chunk in archive.iter_chunks(shared.manifest.golden.entry):
+                fh.write(chunk)
+    return findings, detail, ok
+
+
+def package_device(archive: Archive, manifest: Manifest | None) -> str:
+    """The device type a package was compiled for: the manifest's, else a plain package's metadata."""
+    if manifest is not None:
+        return manifest.target.device_type
+    for e in archive.model_files(layout.RELEASE_MODEL):
+        if e.rel.endswith("_metadata.json"):
+            try:
+                meta = json.loads(archive.read(e.rel, max_bytes=1 << 20))
+                return str(meta.get("AOTI_DEVICE_KEY", "cpu"))
+            except (*READ_ERRORS, AttributeError, RecursionError):
+                continue  # a plain package has no hashes: its files may be damaged
+    return "cpu"
+
+
+def _plain_requirements(shared: Shared) -> Requirements:
+    """What a package without a manifest needs, read from its own files."""
+    assert shared.archive is not None
+    isa: tuple[str, ...] = ()
+    for e in shared.archive.model_files(layout.RELEASE_MODEL):
+        if e.rel.endswith(".wrapper.cpp"):
+            try:
+                facts = parse_wrapper_cpp(shared.archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
+            except READ_ERRORS:
+                continue
+            from runtime_probe.host.cpu import flags_from_mflags
+
+            isa = tuple(sorted(flags_from_mflags(list(facts.isa_flags))))
+    return Requirements(device_type=package_device(shared.archive, shared.manifest), cpu_isa=isa)
+
+
+def host_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None
+    parent = parent_facts()
+    try:
+        child = dev.worker.collect("facts", shared.options.timeout_s)
+    except ChildFailure as exc:
+        return [_child_finding(exc, "importing torch in a child interpreter", "load", shared, dev)], {}, False
+    dev.host = {**parent, **child}
+    req = Requirements.from_manifest(shared.manifest) if shared.manifest is not None else _plain_requirements(shared)
+    findings, ok = check_host(req, parent, child, dev.device_type, dev.device_index)
+    detail = {"device": dev.device, "torch": child.get("torch"), "python": child.get("python") or platform.python_version()}
+    return findings, detail, ok
+
+
+def _child_finding(exc: ChildFailure, what: str, stage: str, shared: Shared, dev: Device) -> Finding:
+    evidence: dict[str, Any] = {"stderr_tail": exc.stderr[-6000:], "stdout_tail": exc.stdout[-3000:], **exc.evidence}
+    phase = "load" if stage == "load" else "golden"
+    if isinstance(exc, ChildCrashed):
+        sig = exc.signal or f"exit code {exc.returncode}"
+        hint = "the native code crashed: the escalate phase reruns it with more instruments"
+        if exc.signal == "SIGKILL":
+            # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's
+            # memory limit, or an operator) did.
+            hint = "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size"
+        m = shared.manifest
+        if m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and not shared.options.weights:
+            hint = "this package carries no weights (built with package_constants_in_so=False): pass --weights FILE.safetensors"
+        native = exc.evidence.get("native") or []
+        message = f"{what}: the child process died ({sig})" + (f"; last native output: {native[-1][:300]}" if native else "")
+        return error(f"{stage}.crash", phase, message, found=sig, hint=hint, evidence=evidence)
+    if isinstance(exc, ChildTimeout):
+        return error(
+            f"{stage}.timeout",
+            phase,
+            f"{what}: no answer within {exc.seconds:.0f}s; the child and its children were killed",
+            hint="raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)",
+            evidence=evidence,
+        )
+    assert isinstance(exc, ChildRaised)
+    evidence["traceback"] = str(exc.evidence.get("traceback", ""))[-4000:]
+    check = input_check(exc.stderr)
+    if check is not None and shared.manifest is not None:
+        name = shared.manifest.io.tensor_input_name(check.index)
+        return error(
+            check.code,
+            phase,
+            f"{name}: {what} was rejected by AOTI's input check: {check.line}",
+            found=check.line,
+            hint="the inputs break the compiled contract",
+            evidence={**evidence, "argument": name},
+        )
+    native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
+    detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
+    return error(
+        f"{stage}.error", phase, f"{what} raised: {detail[:500]}", hint="the native error is in evidence.stderr_tail", evidence=evidence
+    )
+
+
+def _replay_kind(exc: ChildFailure) -> str:
+    return "crash" if isinstance(exc, ChildCrashed) else "timeout" if isinstance(exc, ChildTimeout) else "error"
+
+
+def load_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None
+    model_name = shared.manifest.model_name if shared.manifest is not None else layout.RELEASE_MODEL
+    try:
+        reply = dev.worker.request(
+            "load", shared.options.timeout_s, key="release", path=shared.path, model_name=model_name, device_index=dev.device_index
+        )
+    except ChildFailure as exc:
+        dev.replay = Replay("load", _replay_kind(exc))
+        return [_child_finding(exc, "loading the package", "load", shared, dev)], {}, False
+    dev.host["loaded_constant_fqns"] = reply.get("constant_fqns")
+    return [], {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}, True
+
+
+def constants_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None
+    findings: list[Finding] = []
+    loaded = dev.host.get("loaded_constant_fqns")
+    detail: dict[str, Any] = {}
+    m = shared.manifest
+    if m is not None and loaded is not None:
+        expected = {c.fqn for c in m.package_constants()}
+        for fqn in sorted(expected - set(loaded)):
+            findings.append(
+                error(
+                    "constants.missing",
+                    "constants",
+                    f"the loaded model has no constant {fqn!r}, which the manifest lists",
+                    expected=fqn,
+                    found="absent",
+                    hint="the package does not match its manifest; rebuild it",
+                )
+            )
+        for fqn in sorted(set(loaded) - expected):
+            findings.append(
+                error(
+                    "constants.unexpected",
+                    "constants",
+                    f"the loaded model has a constant {fqn!r} the manifest does not list",
+                    found=fqn,
+                    hint="the package does not match its manifest; rebuild it",
+                )
+            )
+        detail["checked"] = len(expected)
+    if shared.options.weights is not None:
+        if m is None:
+            findings.append(
+                error(
+                    "manifest.missing",
+                    "constants",
+                    "--weights needs the manifest's constant shapes and dtypes to validate the file first",
+                    hint="build the package with aoti-guard build; loading unchecked weights can corrupt memory",
+                )
+            )
+            return findings, detail, False
+        check = check_weights(shared.options.weights, m.constants)
+        findings += check.findings
+        detail["weights"] = {
+            "path": os.path.abspath(shared.options.weights),
+            "tensors": len(check.names),
+            "same_as_build": check.same_as_build,
+        }
+        if has_errors(check.findings):
+            return findings, detail, False  # never hand torch a file that could corrupt its heap
+        dev.weights_args = {"weights_path": os.path.abspath(shared.options.weights), "device": dev.device, "names": check.names}
+        try:
+            dev.worker.request("load_weights", shared.options.timeout_s, key="release", **dev.weights_args)
+        except ChildFailure as exc:
+            dev.replay = Replay("load", _replay_kind(exc))
+            findings.append(_child_finding(exc, "loading the weights with load_constants", "load", shared, dev))
+            return findings, detail, False
+        dev.golden_valid = check.same_as_build
+        if not check.same_as_build:
+            findings.append(
+                info(
+                    "constants.unexpected",
+                    "constants",
+                    "the weights differ from the build's: golden outputs are run and checked for NaN/Inf, not compared with the build's references",
+                )
+            )
+    return findings, detail, not has_errors(findings)
+
+
+def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str, Any], *, user: bool) -> dict[str, Any]:
+    m = shared.manifest
+    assert m is not None
+    tolerances = (
+        {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
+    )
+    inputs = [
+        {"name": i.name, "kind": i.kind, "value": i.value, "stride": list(i.tensor.stride) if i.tensor else None} for i in m.io.inputs
+    ]
+    args: dict[str, Any] = {
+        "golden_path": golden_path,
+        "sample": dict(sample),
+        "inputs": inputs,
+        "in_spec": m.io.in_spec,
+        "outputs": m.output_names(),
+        "device": dev.device,
+        "tolerances": tolerances,
+    }
+    if user:
+        args.update(input_device=shared.options.inputs_device or dev.device, contract_from=os.path.abspath(shared.path))
+    return args
+
+
+def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The failing run's arguments for the ladder's children. The contract check is dropped: it
+    passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
+    return {k: v for k, v in args.items() if k != "contract_from"}
+
+
+def golden_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None and shared.archive is not None
+    m = shared.manifest
+    findings: list[Finding] = []
+    runs: list[dict[str, Any]] = []
+    cases: list[tuple[str, dict[str, Any]]] = []
+    if m is None or m.golden is None or not m.golden.samples or shared.golden_path is None:
+        findings.append(
+            warning(
+                "golden.missing",
+                "golden",
+                "the package has no golden samples: outputs were not checked",
+                hint="build with aoti-guard build (and a golden size cap that fits the samples)",
+            )
+        )
+    else:
+        samples = m.golden.samples[:1] if shared.options.fast else m.golden.samples
+        for s in samples:
+            cases.append(
+                (
+                    s.id,
+                    _run_args(
+                        shared,
+                        dev,
+                        shared.golden_path,
+                        {"id": s.id, "inputs": s.inputs, "outputs": s.outputs, "symbols": s.symbols},
+                        user=False,
+                    ),
+                )
+            )
+    if shared.options.inputs is not None and m is not None:
+        user_case, user_findings = _user_inputs(shared, dev)
+        findings += user_findings
+        if user_case is not None:
+            cases.append(("inputs", user_case))
+    for sample_id, args in cases:
+        try:
+            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args)
+        except ChildFailure as exc:
+            findings.append(
+                _child_finding(
+                    exc, f"running {'the --inputs' if sample_id == 'inputs' else 'golden sample ' + sample_id}", "run", shared, dev
+                )
+            )
+            if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
+                dev.replay = Replay("run", _replay_kind(exc), _replay_args(args))
+            if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
+                continue  # the child lives on; a CUDA error poisons the context, so stop there
+            break
+        if reply.get("contract_error"):
+            ce = reply["contract_error"]
+            findings.append(
+                error(
+                    ce["code"],
+                    "golden",
+                    f"--inputs: {ce['message']}",
+                    expected=ce.get("expected"),
+                    found=ce.get("found"),
+                    hint=ce.get("hint") or "the inputs break the package's contract; runtime_probe.load() rejects them the same way",
+                    evidence={"argument": ce.get("argument")},
+                )
+            )
+            continue
+        runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
+        new = _judge(sample_id, reply, shared.manifest)
+        findings += new
+        if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
+            dev.replay = Replay("run", "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch", _replay_args(args))
+    return findings, {"runs": runs, "compared": dev.golden_valid}, True
+
+
+def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """The --inputs file as one more sample, after checking its tensor names (header only)."""
+    assert shared.manifest is not None and shared.options.inputs is not None
+    try:
+        header = _safetensors.read_header(shared.options.inputs)
+    except (_safetensors.SafetensorsError, OSError) as exc:
+        return None, [
+            error(
+                "input.count",
+                "golden",
+                f"--inputs cannot be read: {exc}",
+                hint="write it with safetensors.torch.save_file({name: tensor}, path)",
+            )
+        ]
+    names = [i.name for i in shared.manifest.io.tensor_inputs()]
+    missing = [n for n in names if n not in header.tensors]
+    if missing:
+        return None, [
+            error(
+                "input.count",
+                "golden",
+                f"--inputs lacks {', '.join(missing)}",
+                expected=", ".join(names),
+                found=", ".join(header.tensors) or "nothing",
+                hint="name each tensor after the model's input",
+                evidence={"argument": missing[0]},
+            )
+        ]
+    findings = [
+        warning("input.count", "golden", f"--inputs has tensors the model does not take: {', '.join(extra)}")
+        for extra in [sorted(set(header.tensors) - set(names))]
+        if extra
+    ]
+    sample = {"id": "inputs", "inputs": {n: n for n in names}, "outputs": {}, "symbols": {}}
+    return _run_args(shared, dev, os.path.abspath(shared.options.inputs), sample, user=True), findings
+
+
+def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list[Finding]:
+    findings: list[Finding] = []
+    if "count_mismatch" in reply:
+        cm = reply["count_mismatch"]
+        findings.append(
+            error(
+                "golden.mismatch",
+                "golden",
+                f"sample {sample_id}: the model returned {cm['found']} output(s)",
+                expected=str(cm["expected"]),
+                found=str(cm["found"]),
+                hint="the package does not match its manifest",
+            )
+        )
+    for name, st in (reply.get("outputs") or {}).items():
+        if st.get("nonfinite") and not st.get("ref_nonfinite"):
+            findings.append(
+                error(
+                    "run.nonfinite",
+                    "golden",
+                    f"sample {sample_id}: output {name!r} holds {st['nonfinite']} NaN/Inf value(s)"
+                    + ("; the reference has none" if sample_id != "inputs" else ""),
+                    expected="finite values",
+                    found=f"{st['nonfinite']} non-finite",
+                    hint="the escalate phase runs the debug twin to name the first kernel that produces it",
+                    evidence={"sample": sample_id, "output": name},
+                )
+            )
+            continue
+        if st.get("passed") is False:
+            if st.get("reason") in ("shape", "dtype"):
+                findings.append(
+                    error(
+                        "golden.mismatch",
+                        "golden",
+                        f"sample {sample_id}: output {name!r} has the wrong {st['reason']}",
+                        expected=str(st.get("expected")),
+                        found=str(st.get("found")),
+                        hint="the package does not match its manifest",
+                    )
+                )
+                continue
+            tol = m.tolerance_for(name) if m is not None else None
+            findings.append(
+                error(
+                    "golden.mismatch",
+                    "golden",
+                    f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)",
+                    expected=f"|out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|" if tol else "within tolerance",
+                    found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
+                    hint="the package computes different results on this host: check the host findings (arch, torch)",
+                    evidence={
+                        "sample": sample_id,
+                        "output": name,
+                        **{k: st.get(k) for k in ("max_abs", "max_rel", "atol", "rtol", "mismatched", "worst_index")},
+                    },
+                )
+            )
+    return findings

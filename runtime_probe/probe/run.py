@@ -1,0 +1,241 @@
+"""The probe: archive -> host -> load -> constants -> golden -> escalate.
+
+Nothing native is opened before the archive phase passed (safe zip, manifest, hashes). Loading and
+running happen in one child interpreter (child.Worker) that the host phase also asks for its
+facts, so torch is imported once. A failing phase skips the ones that depend on it; a failed load
+or run climbs the escalation ladder (escalate.py). With ``all_devices``, every visible GPU is
+probed in parallel, one child per device, each in its own report section.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime_probe._version import __version__
+from runtime_probe.child.worker import ChildFailure, Worker
+from runtime_probe.errors import UsageError
+from runtime_probe.host.rules import parse_device
+from runtime_probe.ladder.steps import LadderContext, run_ladder
+from runtime_probe.package.archive import sha256_file
+from runtime_probe.probe.options import PHASES, ProbeOptions, ProgressFn
+from runtime_probe.probe.phases import (
+    Device,
+    Phase,
+    Shared,
+    archive_phase,
+    constants_phase,
+    golden_phase,
+    host_phase,
+    load_phase,
+    package_device,
+)
+from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
+from runtime_probe.report import PhaseResult, Report, make_phase
+from runtime_probe.trust.signature import load_public_key
+
+__all__ = ["PHASES", "ProbeOptions", "probe"]
+
+
+def _check_options(options: ProbeOptions) -> None:
+    for flag, value in (("--device", options.device), ("--inputs-device", options.inputs_device)):
+        if value is not None:
+            try:
+                parse_device(value)
+            except ValueError:
+                raise UsageError(f"{flag}: unknown device {value!r}", hint="use cpu, cuda or cuda:N") from None
+    for flag, value in (("--weights", options.weights), ("--inputs", options.inputs)):
+        if value is not None and not os.path.isfile(value):
+            raise UsageError(f"{flag}: no such file {value}", hint=f"{flag} takes a .safetensors file")
+    if options.all_devices and options.device not in (None, "cuda"):
+        raise UsageError(
+            "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
+        )
+
+
+def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, progress: ProgressFn | None = None) -> Report:
+    """Probe a package on this host and return the report (``report.exit_code`` is 0 or 1).
+
+    Raises:
+        UsageError: the package path or an option is unusable.
+    """
+    fspath = os.fspath(path)
+    options = options or ProbeOptions()
+    _check_options(options)
+    public_key = (
+        load_public_key(options.public_key) if options.public_key is not None else None
+    )  # a bad key file: usage error, before any work
+    say = progress or (lambda phase, event: None)
+    results: list[PhaseResult] = []
+    sections: list[Report] = []
+    host: dict[str, Any] = {}
+    extra: dict[str, Any] = {"fast": options.fast}
+    with tempfile.TemporaryDirectory(prefix="runtime-probe-") as tmp:
+        shared = Shared(fspath, options, tmp, public_key=public_key)
+        try:
+            say("archive", "start")
+            started = time.monotonic()
+            findings, detail, ok = archive_phase(shared)
+            results.append(make_phase("archive", time.monotonic() - started, findings, detail))
+            say("archive", results[-1].status)
+            if not ok:
+                results += _skipped("archive")
+            elif options.all_devices:
+                sections = _all_devices(shared, say)
+                extra["devices"] = [s.title for s in sections]
+            else:
+                assert shared.archive is not None  # the archive phase passed
+                dev_type = package_device(shared.archive, shared.manifest)
+                index = None
+                if options.device is not None:
+                    dev_type, index = parse_device(options.device)
+                dev = Device(dev_type, index)
+                results += _device_phases(shared, dev, say)
+                host = dev.host
+                extra["device"] = dev.device
+        finally:
+            if shared.archive is not None:
+                shared.archive.close()
+    package: dict[str, Any] = {"path": os.path.abspath(fspath)}
+    try:
+        package.update(sha256=sha256_file(fspath), bytes=os.path.getsize(fspath))
+    except OSError:
+        pass
+    if shared.manifest is not None:
+        m = shared.manifest
+        extra["model"] = {
+            "inputs": [i.name for i in m.io.inputs],
+            "outputs": [o.name for o in m.io.outputs],
+            "built_with": m.toolchain.torch,
+        }
+    return Report(
+        kind="probe",
+        package=package,
+        phases=tuple(results),
+        host=host,
+        extra=extra,
+        sections=tuple(sections),
+        tool_version=__version__,
+        title=f"probe {os.path.basename(fspath)}",
+    )
+
+
+def _skipped(after: str) -> list[PhaseResult]:
+    reason = f"skipped: the {after} phase failed"
+    return [make_phase(name, 0.0, [], skipped_reason=reason) for name in PHASES[PHASES.index(after) + 1 :]]
+
+
+_DEVICE_STEPS = (("host", host_phase), ("load", load_phase), ("constants", constants_phase), ("golden", golden_phase))
+DEVICE_PHASES = tuple(name for name, _ in _DEVICE_STEPS)
+
+
+def _step(name: str, phase: Callable[[Shared, Device], Phase], dev: Device) -> Callable[[Shared], StepResult]:
+    """A device phase as a recorder step: ``go_on`` False stops the rest (escalate still runs)."""
+
+    def step(shared: Shared) -> StepResult:
+        findings, detail, go_on = phase(shared, dev)
+        if not go_on:
+            raise StepFailed(findings, f"skipped: the {name} phase failed", detail)
+        return findings, detail
+
+    return step
+
+
+def _new_worker(shared: Shared) -> Worker:
+    """A device's child: AOTI's own input checks on, so a wrong input is an error, not garbage."""
+    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **shared.options.env}, python=shared.options.python)
+
+
+def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker | None = None) -> list[PhaseResult]:
+    """host -> load -> constants -> golden -> escalate for one device (in ``worker``, else a new child)."""
+    prefix = f"{dev.label} " if dev.label else ""
+    recorder = Recorder(DEVICE_PHASES, lambda phase, event, seconds: say(phase, event), label=prefix)
+    dev.worker = worker or _new_worker(shared)
+    dev.worker.submit("facts", device_type=dev.device_type, device_index=dev.device_index)
+    try:
+        run_steps(recorder, [(name, _step(name, fn, dev)) for name, fn in _DEVICE_STEPS], shared)
+    finally:
+        dev.worker.close()
+    results = recorder.results
+    results.append(_escalate(shared, dev, say, prefix))
+    return results
+
+
+def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
+    assert shared.archive is not None  # called after the archive phase passed
+    if package_device(shared.archive, shared.manifest) != "cuda":
+        raise UsageError("--all-devices probes every visible GPU, but this package targets the CPU", hint="drop --all-devices")
+    # the child that counts the GPUs has imported torch already: it goes on as cuda:0's worker
+    first = _new_worker(shared)
+    counter: Worker | None = first
+    try:
+        facts = first.request("facts", shared.options.timeout_s, device_type="cuda", device_index=-1)
+    except ChildFailure:
+        facts = {}
+        first.close()
+        counter = None  # the device phases start their own child and report what failed
+    count = len(facts.get("devices") or [])
+    if count == 0:
+        dev = Device("cuda", None, "cuda")
+        return [
+            Report(
+                kind="probe",
+                package={"path": shared.path},
+                phases=tuple(_device_phases(shared, dev, say, counter)),
+                host=dev.host,
+                title="cuda (no device visible)",
+            )
+        ]
+    devices = [Device("cuda", i, f"cuda:{i}") for i in range(count)]
+    phases: dict[int, list[PhaseResult]] = {}
+
+    def run(dev: Device) -> None:
+        assert dev.device_index is not None
+        phases[dev.device_index] = _device_phases(shared, dev, say, counter if dev.device_index == 0 else None)
+
+    threads = [threading.Thread(target=run, args=(d,), name=d.label) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [
+        Report(kind="probe", package={"path": shared.path}, phases=tuple(phases.get(i, [])), host=d.host, title=d.label)
+        for i, d in enumerate(devices)
+    ]
+
+
+def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> PhaseResult:
+    if dev.replay is None:
+        return make_phase("escalate", 0.0, [], skipped_reason="nothing to escalate")
+    if not shared.options.escalate:
+        return make_phase("escalate", 0.0, [], skipped_reason="--no-escalate")
+    assert shared.archive is not None
+    say(prefix + "escalate", "start")
+    started = time.monotonic()
+    ctx = LadderContext(
+        path=os.path.abspath(shared.path),
+        archive=shared.archive,
+        manifest=shared.manifest,
+        device_type=dev.device_type,
+        device_index=dev.device_index,
+        python=shared.options.python,
+        env=dict(shared.options.env),
+        tmp=tempfile.mkdtemp(dir=shared.tmp, prefix="ladder-"),
+        host=dev.host,
+        deadline=started + shared.options.escalate_timeout_s,
+        step_timeout=shared.options.timeout_s,
+        weights=dev.weights_args,
+    )
+    findings = run_ladder(ctx, dev.replay)
+    result = make_phase(
+        "escalate",
+        time.monotonic() - started,
+        findings,
+        {"failure": {"stage": dev.replay.stage, "kind": dev.replay.kind}, "steps": ctx.steps},
+    )
+    say(prefix + "escalate", result.status)
+    return result
