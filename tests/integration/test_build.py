@@ -37,7 +37,7 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     assert [p["name"] for p in report["phases"]] == ["resolve", "export", "compile", "debug_twin", "validate", "package"]
     assert all(p["status"] == "passed" for p in report["phases"])
     for phase in ("export", "compile", "debug_twin", "validate", "package"):
-        assert f"[{phase}] done in" in example_pkg.stderr
+        assert f"[{phase}] passed in" in example_pkg.stderr
     assert report["package"]["sha256"] and report["package"]["bytes"] == example_pkg.path.stat().st_size
     assert "Traceback" not in example_pkg.stderr
 
