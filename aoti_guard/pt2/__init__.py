@@ -1,1 +1,3 @@
-"""aoti_guard.pt2."""
+"""Writing the one .pt2 (``writer``: entries, hashes, the twin beside the release model) and signing
+its manifest (``signing``).
+"""

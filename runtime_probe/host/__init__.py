@@ -1,1 +1,3 @@
-"""runtime_probe.host."""
+"""Host checks: does this machine have what the package was built for? ``rules`` holds the rules
+(device, GPU arch, driver, torch, libstdc++/glibc, free memory); ``cpu`` the CPU ISA features.
+"""
