@@ -28,7 +28,7 @@ build gather tests/gpu/models_gpu.py:gather --device cuda
 build nan tests/gpu/models_gpu.py:nan_chain --device cuda
 $PY - "$PKGS" <<'PYEOF' > "$RES/inputs.log" 2>&1
 import sys, torch
-from runtime_probe import _safetensors
+from runtime_probe.formats import safetensors as _safetensors
 out = sys.argv[1]
 table = torch.randn(4096); idx = torch.randint(0, 4096, (256,)); idx[77] = 1 << 30
 _safetensors.dump({"table": table, "idx": idx}, f"{out}/gather_bad.safetensors")

@@ -25,7 +25,7 @@ t = time.time(); ep = torch.export.export(m, (x,))
 torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1])
 print(f"built {sys.argv[1]} in {time.time() - t:.1f}s")
 PYEOF
-t() { local label=$1; shift; local s e; s=$(date +%s.%N); "$@" >> "$R" 2>&1; local rc=$?; e=$(date +%s.%N); say "$(printf '%-58s %7.2fs rc=%s' "$label" "$(echo "$e - $s" | bc)" "$rc")"; }
+t() { local label=$1; shift; local s=$EPOCHREALTIME; "$@" >> "$R" 2>&1; local rc=$?; say "$(awk -v a="$s" -v b="$EPOCHREALTIME" -v l="$label" -v rc=$rc 'BEGIN { printf "%-58s %7.2fs rc=%s", l, b - a, rc }')"; }
 C1=$(mktemp -d); C2=$(mktemp -d)
 t "python -c 'import torch'" $PY -c "import torch"
 t "import torch._inductor.codecache" $PY -c "import torch._inductor.codecache"
