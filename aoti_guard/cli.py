@@ -103,6 +103,11 @@ def cli() -> None:
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
 @click.option(
+    "--allow-partial-coverage",
+    is_flag=True,
+    help="Only warn when no golden sample reaches a dynamic dimension's minimum or maximum (default: the build fails).",
+)
+@click.option(
     "--golden-max-mb",
     type=click.FloatRange(min=0),
     default=16.0,
@@ -157,6 +162,7 @@ def build(
     no_debug_twin: bool,
     trace_dir: str | None,
     allow_nonfinite: bool,
+    allow_partial_coverage: bool,
     golden_max_mb: float,
     no_fp64: bool,
     atol: float | None,
@@ -205,6 +211,7 @@ def build(
         debug_twin=not no_debug_twin,
         trace_dir=trace_dir,
         allow_nonfinite=allow_nonfinite,
+        allow_partial_coverage=allow_partial_coverage,
         golden_max_bytes=int(golden_max_mb * 1024 * 1024),
         fp64_reference=not no_fp64,
         atol=atol,

@@ -80,6 +80,7 @@ CODES: dict[str, str] = {
     "input.stride": "An argument's strides (layout) differ from what was compiled for.",
     "input.device": "An argument is on another device than the model.",
     "input.value": "A non-tensor argument differs from the value the model was specialized for.",
+    "input.structure": "The package's input structure names library types (a Hugging Face cache, a dataclass) this process cannot import, so inputs could not be checked by name.",
     # run
     "run.crash": "The child process died (signal) while running the model.",
     "run.error": "Running the model raised an error.",
@@ -100,6 +101,7 @@ CODES: dict[str, str] = {
     "build.nonfinite": "An output holds NaN or Inf on a golden sample.",
     "build.fp64_reference_skipped": "No float64 reference could be computed for this model.",
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",
+    "build.coverage_incomplete": "The golden samples miss a free symbol's minimum or maximum: an error unless --allow-partial-coverage.",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
     "build.compiler_suspect": "AOTInductor's output differs while eager and ONNX Runtime agree: likely a compiler problem.",

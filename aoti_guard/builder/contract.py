@@ -107,11 +107,16 @@ def leaf_name(path: Sequence[Any], params: Sequence[ParamSpec]) -> tuple[str, st
 
 def _symbol_names(
     dynamic_shapes: Any, args: Sequence[Any], kwargs: Mapping[str, Any], params: Sequence[ParamSpec]
-) -> dict[str, dict[int, str]]:
-    """Leaf name -> {dim index: user Dim name}, read off the user's dynamic_shapes (best effort)."""
+) -> tuple[dict[str, dict[int, str]], dict[str, dict[int, str]]]:
+    """Leaf name -> {dim index: user Dim name}, read off the user's dynamic_shapes (best effort).
+
+    The second mapping holds derived dims (``8 * Dim("seq8")``): leaf -> {dim: root Dim name}, so
+    the free symbol under ``8*s9`` can be named ``seq8``.
+    """
     out: dict[str, dict[int, str]] = {}
+    roots: dict[str, dict[int, str]] = {}
     if dynamic_shapes is None:
-        return out
+        return out, roots
     import torch
 
     def walk(value: Any, spec: Any, name: str) -> None:
@@ -123,6 +128,9 @@ def _symbol_names(
                 dname = getattr(d, "__name__", None)
                 if isinstance(dim, int) and isinstance(dname, str) and re.match(r"^[A-Za-z_]\w*$", dname) and not hasattr(d, "root"):
                     out.setdefault(name, {})[dim] = dname
+                root = getattr(getattr(d, "root", None), "__name__", None)
+                if isinstance(dim, int) and isinstance(root, str) and re.match(r"^[A-Za-z_]\w*$", root):
+                    roots.setdefault(name, {})[dim] = root
         elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
             for i, (v, s) in enumerate(zip(value, spec)):
                 walk(v, s, f"{name}[{i}]")
@@ -145,7 +153,7 @@ def _symbol_names(
         for (key, value), spec in zip(values, dynamic_shapes):
             walk(value, spec, key)
     del named
-    return out
+    return out, roots
 
 
 def _expr(value: Any, rename: Mapping[str, str]) -> int | str:
@@ -178,7 +186,7 @@ def extract_contract(
         node = user_nodes.get(getattr(s.arg, "name", ""))
         fake_vals.append(node.meta.get("val") if node is not None else None)
 
-    dim_names = _symbol_names(dynamic_shapes, args, kwargs, params)
+    dim_names, root_names = _symbol_names(dynamic_shapes, args, kwargs, params)
     ranges = {str(k): v for k, v in ep.range_constraints.items()}
     rename: dict[str, str] = {}
     tensor_leaves = []
@@ -194,6 +202,10 @@ def extract_contract(
                 user = dim_names.get(name, {}).get(dim)
                 if user and sym in ranges and sym not in rename and user not in rename.values():
                     rename[sym] = user
+                root = root_names.get(name, {}).get(dim)
+                free = sorted(str(f) for f in size.node.expr.free_symbols)
+                if root and len(free) == 1 and free[0] in ranges and free[0] not in rename and root not in rename.values():
+                    rename[free[0]] = root
 
     def dim_of(size: Any) -> int | Dim:
         if not isinstance(size, torch.SymInt):
@@ -233,6 +245,8 @@ def extract_contract(
 
     symbols = []
     for sym, vr in sorted(ranges.items()):
+        if not re.match(r"^[A-Za-z_]\w*$", sym):
+            continue  # a derived size's own range (``8*s9``): its free symbol is listed, the size follows from it
         name = rename.get(sym, sym)
         lo, hi = vr.lower, vr.upper
         symbols.append(Symbol(name, int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None, tuple(sources.get(name, []))))
@@ -271,8 +285,7 @@ def _outputs(ep: Any, eager_outputs: Any, dim_of: Any) -> list[OutputSpec]:
     for a in graph_outs[n_mut:]:
         vals.append(a.meta.get("val") if hasattr(a, "meta") else a)
     if eager_outputs is not None:
-        paths = [p for p, _ in pytree.tree_flatten_with_path(eager_outputs)[0]]
-        names = ["output" + pytree.keystr(p) for p in paths]
+        names = [output_leaf_name(p) for p, _ in pytree.tree_flatten_with_path(eager_outputs)[0]]
     else:
         names = ["output"] if len(vals) == 1 else [f"output[{i}]" for i in range(len(vals))]
     outs = []
@@ -290,6 +303,33 @@ def _outputs(ep: Any, eager_outputs: Any, dim_of: Any) -> list[OutputSpec]:
         else:
             outs.append(OutputSpec(name, None, jsonable_value(v)))
     return outs
+
+
+def output_leaf_name(path: Sequence[Any]) -> str:
+    """The manifest's name of one output leaf.
+
+    A model returning a mapping, a dataclass or a library output type (a Hugging Face
+    ``ModelOutput``, a cache) names its leaves by their path: ``last_hidden_state``,
+    ``past_key_values.0.key``. A tensor, tuple or list keeps the positional form: ``output``,
+    ``output[1]``, ``output[1][0]``.
+    """
+    from torch.utils import _pytree as pytree
+
+    if not path:
+        return "output"
+    if isinstance(path[0], pytree.SequenceKey):
+        return "output" + pytree.keystr(tuple(path))
+    parts = []
+    for key in path:
+        if isinstance(key, pytree.MappingKey):
+            parts.append(str(key.key))
+        elif isinstance(key, pytree.GetAttrKey):
+            parts.append(key.name)
+        elif isinstance(key, pytree.SequenceKey):
+            parts.append(str(key.idx))
+        else:
+            parts.append(str(key).strip(".[]'\""))
+    return ".".join(parts)
 
 
 def tensor_sha256(t: Any) -> str:

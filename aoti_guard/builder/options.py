@@ -23,6 +23,7 @@ class BuildOptions:
     debug_twin: bool = True
     trace_dir: str | None = None
     allow_nonfinite: bool = False
+    allow_partial_coverage: bool = False  # a dynamic range whose min or max has no golden sample only warns
     golden_max_bytes: int = 16 * 1024 * 1024
     fp64_reference: bool = True
     atol: float | None = None

@@ -333,7 +333,12 @@ def validate_step(st: BuildState) -> StepResult:
     st.outcome = validate.run_validation(
         st.ep, st.eager_fn, st.contract, st.configs, st.options, st.note, st.work, st.worker, st.release_pt2, st.twin_pt2
     )
-    detail: dict[str, Any] = {"samples": [g.id for g in st.outcome.index], "twin": st.outcome.twin_info, "table": st.outcome.table}
+    detail: dict[str, Any] = {
+        "samples": [g.id for g in st.outcome.index],
+        "coverage": st.outcome.coverage,
+        "twin": st.outcome.twin_info,
+        "table": st.outcome.table,
+    }
     if st.outcome.reference is not None:
         detail["reference"] = st.outcome.reference
     return st.outcome.findings, detail

@@ -17,7 +17,7 @@ from typing import Any
 from aoti_guard.spec import BuildSpec
 from runtime_probe.errors import UsageError
 
-__all__ = ["FactoryError", "describe_exception", "resolve_target"]
+__all__ = ["FactoryError", "describe_exception", "factory_hint", "resolve_target"]
 
 
 class FactoryError(Exception):
@@ -84,9 +84,44 @@ def resolve_target(target: str | None) -> BuildSpec:
         raise FactoryError(
             f"the factory {target} raised {type(exc).__name__}",
             describe_exception(exc),
-            "fix the factory; run it alone in Python to see the full traceback",
+            factory_hint(exc, "fix the factory; run it alone in Python to see the full traceback"),
         ) from exc
     return _to_spec(produced, target)
+
+
+_DOWNLOAD_SIGNS = (
+    "couldn't connect",
+    "could not connect",
+    "offline mode",
+    "hf_hub_offline",
+    "localentrynotfounderror",
+    "cannot find the requested files in the local cache",
+    "we couldn't connect",
+    "failed to establish a new connection",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "urlopen error",
+    "max retries exceeded",
+    "is not a local folder and is not a valid model identifier",
+)
+
+
+def factory_hint(exc: BaseException, default: str) -> str:
+    """What to do about a factory that raised: a download on an offline machine gets its own hint."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    text = " ".join(f"{type(e).__name__}: {e}" for e in chain).lower()
+    if any(sign in text for sign in _DOWNLOAD_SIGNS):
+        return (
+            "the factory tried to download weights or a config, and this machine cannot reach the hub: build the model from "
+            "its config with random weights (transformers: Model(Config(...)) or AutoModel.from_config; timm: "
+            "create_model(name, pretrained=False); torchvision: models.NAME(weights=None)), or load from a local folder "
+            "(from_pretrained('/path/to/dir'), or HF_HUB_OFFLINE=1 with the files already in the cache)"
+        )
+    return default
 
 
 def _import_module(module_part: str) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 from runtime_probe import numerics as _numerics
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.formats import treespec as _treespec
 
 
 class State:
@@ -184,7 +185,6 @@ def op_run(
     ``contract_from`` (the package path) checks them against its contract first, by name.
     """
     import torch
-    from torch.utils import _pytree as pytree
 
     tensors = _tensors(state, golden_path)
     leaves: list[Any] = []
@@ -194,30 +194,17 @@ def op_run(
             leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
-    args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
+    spec = _treespec.load(in_spec)
     if contract_from is not None:
-        from runtime_probe.errors import InputContractError
-
-        try:
-            _checker(contract_from, device).check(*args, **kwargs)
-        except InputContractError as exc:
-            return {
-                "contract_error": {
-                    "code": exc.code,
-                    "argument": exc.argument,
-                    "message": exc.message,
-                    "expected": exc.expected,
-                    "found": exc.found,
-                    "hint": exc.hint,
-                }
-            }
+        refused = _contract_error(contract_from, device, leaves, spec, in_spec)
+        if refused is not None:
+            return {"contract_error": refused}
     model = state.models[key]
     started = time.monotonic()
-    result = model(*args, **kwargs)
+    flat = _run_flat(model, leaves, spec)
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     seconds = time.monotonic() - started
-    flat = [t for t in pytree.tree_leaves(result)]
     report: dict[str, Any] = {"seconds": round(seconds, 5), "count": len(flat), "outputs": {}}
     if len(flat) != len(outputs):
         report["count_mismatch"] = {"expected": len(outputs), "found": len(flat)}
@@ -241,6 +228,57 @@ def op_run(
     if save_path is not None:
         _safetensors.dump(saved, save_path)
     return report
+
+
+def _run_flat(model: Any, leaves: list[Any], spec: Any) -> list[Any]:
+    """Run on the flat tensor leaves and return the flat outputs, in the contract's order.
+
+    torch's ``AOTICompiledModel.__call__`` rebuilds both call structures from the package's
+    treespecs, which needs every library type in them registered (importing transformers for a
+    ``ModelOutput``). The runner itself takes and returns flat tensor lists, so this path needs no
+    library at all.
+    """
+    import torch
+    from torch.utils import _pytree as pytree
+
+    loader = getattr(model, "loader", None)
+    if loader is not None and hasattr(loader, "boxed_run"):
+        return list(loader.boxed_run([x for x in leaves if isinstance(x, torch.Tensor)]))
+    if spec is None:  # an older torch's load_package model: only the structured call exists
+        raise RuntimeError("this torch's loader has no flat call and the input structure cannot be rebuilt here")
+    args, kwargs = pytree.tree_unflatten(leaves, spec)
+    return list(pytree.tree_leaves(model(*args, **kwargs)))
+
+
+def _contract_error(package: str, device: str, leaves: list[Any], spec: Any, in_spec: str) -> dict[str, Any] | None:
+    """The guarded loader's verdict on these inputs, by name (None: they pass)."""
+    from torch.utils import _pytree as pytree
+
+    from runtime_probe.errors import InputContractError
+
+    if spec is None:
+        missing = ", ".join(_treespec.type_names(in_spec)) or "unknown types"
+        return {
+            "code": "input.structure",
+            "argument": None,
+            "message": f"the inputs' structure uses {missing}, which this process cannot import: the inputs were not checked by name",
+            "expected": None,
+            "found": None,
+            "hint": "install the library that defines those types where the probe runs",
+        }
+    args, kwargs = pytree.tree_unflatten(leaves, spec)
+    try:
+        _checker(package, device).check(*args, **kwargs)
+    except InputContractError as exc:
+        return {
+            "code": exc.code,
+            "argument": exc.argument,
+            "message": exc.message,
+            "expected": exc.expected,
+            "found": exc.found,
+            "hint": exc.hint,
+        }
+    return None
 
 
 def _checker(package: str, device: str) -> Any:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.export import Dim
+from torch.utils import _pytree as pytree
 
 from aoti_guard import BuildSpec
 
@@ -132,3 +134,55 @@ class NoOnnx(torch.nn.Module):
 def no_onnx() -> Any:
     torch.manual_seed(5)
     return NoOnnx(), (torch.randn(4, 8),)
+
+
+# -- library pytree types (issue 12) ---------------------------------------------------------------
+# A dataclass output registered the way transformers registers its ModelOutput types: under a
+# serialized type name whose module ("aoti_guard_testlib") exists in no other process. The build's
+# validation child, the probe and the guarded loader must all work without importing it.
+
+
+@dataclass
+class EncoderOutput:
+    last_hidden_state: torch.Tensor
+    pooled: torch.Tensor
+
+
+pytree.register_dataclass(EncoderOutput, serialized_type_name="aoti_guard_testlib.outputs.EncoderOutput")
+
+
+class TinyEncoder(torch.nn.Module):
+    """Embedding + linear over token ids; returns a library-style dataclass output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
+        h = torch.tanh(self.lin(self.emb(input_ids))) * attention_mask.unsqueeze(-1).to(torch.float32)
+        return EncoderOutput(last_hidden_state=h, pooled=h.mean(dim=1))
+
+
+def encoder_output() -> Any:
+    """Batch and a derived sequence length (a multiple of 8, as export suggests for many models)."""
+    torch.manual_seed(5)
+    batch, seq8 = Dim("batch", min=1, max=4), Dim("seq8", min=1, max=4)
+    ids = torch.randint(0, 50, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.int64)
+    dims = {"input_ids": {0: batch, 1: 8 * seq8}, "attention_mask": {0: batch, 1: 8 * seq8}}
+    return BuildSpec(TinyEncoder().eval(), (), {"input_ids": ids, "attention_mask": mask}, dims, name="tiny_encoder")
+
+
+class Shifted(torch.nn.Module):
+    """Two inputs tied by a derived size: y has one more row than x (s0 + 1)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x[:1]], dim=0) * 2.0 + y
+
+
+def shifted() -> Any:
+    torch.manual_seed(6)
+    n = Dim("n", min=2, max=12)
+    x, y = torch.randn(5, 4), torch.randn(6, 4)
+    return BuildSpec(Shifted().eval(), (x, y), {}, {"x": {0: n}, "y": {0: n + 1}}, name="shifted")

@@ -25,7 +25,17 @@ from typing import Any
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, IOContract, Symbol, Tolerance
 
-__all__ = ["ATOL_FLOOR", "BUILD_TOLERANCE", "RTOL_FLOOR", "TOLERANCE_RULE", "Sample", "derive_tolerance", "make_samples"]
+__all__ = [
+    "ATOL_FLOOR",
+    "BUILD_TOLERANCE",
+    "RTOL_FLOOR",
+    "TOLERANCE_RULE",
+    "Sample",
+    "coverage",
+    "derive_tolerance",
+    "make_samples",
+    "solve_for",
+]
 
 MARGIN = 4.0
 ATOL_FLOOR = {"float64": 1e-7, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2, "complex64": 1e-5, "complex128": 1e-7}
@@ -50,14 +60,65 @@ class Sample:
 
 
 def _example_symbols(contract: IOContract, leaves: Sequence[Any]) -> dict[str, int]:
+    """Each symbol's value in the example inputs.
+
+    A bare symbol (``batch``) is read off the size directly. A symbol that appears only under an
+    expression (``8*seq8``, ``s0 + 1``, ``2*s0``: a derived dimension) is solved for from the
+    size, once every other symbol in that expression is known.
+    """
     values: dict[str, int] = {}
+    derived: list[tuple[str, int]] = []
     for spec, value in zip(contract.inputs, leaves):
         if spec.tensor is None:
             continue
         for d, dim in enumerate(spec.tensor.shape):
-            if isinstance(dim, Dim) and _symexpr.is_symbol(dim.expr):
-                values.setdefault(dim.expr, int(value.shape[d]))
+            if isinstance(dim, Dim):
+                if _symexpr.is_symbol(dim.expr):
+                    values.setdefault(dim.expr, int(value.shape[d]))
+                else:
+                    derived.append((dim.expr, int(value.shape[d])))
+    bounds = {s.name: s for s in contract.symbols}
+    solved_one = True
+    while derived and solved_one:
+        solved_one = False
+        for expr, size in list(derived):
+            unknown = sorted(_symexpr.free_symbols(expr) - set(values))
+            if len(unknown) > 1:
+                continue
+            derived.remove((expr, size))
+            if unknown:
+                found = solve_for(expr, unknown[0], size, values, bounds.get(unknown[0]))
+                if found is not None:
+                    values[unknown[0]] = found
+                    solved_one = True
     return values
+
+
+def solve_for(expr: str, name: str, size: int, known: Mapping[str, int], bound: Symbol | None) -> int | None:
+    """The value of ``name`` that makes ``expr`` equal ``size`` (other symbols from ``known``), or None.
+
+    Affine expressions (``8*k``, ``k + 1``) are inverted from two evaluations; anything else is
+    searched over the symbol's range, which is small for real sizes.
+    """
+    try:
+        fn = _symexpr.compile_expr(expr)
+
+        def at(v: int) -> int:
+            return int(fn({**known, name: v}))
+
+        lo = bound.min if bound is not None else 0
+        a, b = at(lo + 1) - at(lo), at(lo)
+        if a != 0 and (size - b) % a == 0:
+            guess = lo + (size - b) // a
+            if guess >= lo and at(guess) == size:
+                return guess
+        hi = bound.max if bound is not None and bound.max is not None else max(size, 1) * 2 + 2
+        for v in range(lo, min(hi, lo + 100_000) + 1):
+            if at(v) == size:
+                return v
+    except (_symexpr.ExprError, ZeroDivisionError, ValueError):
+        return None
+    return None
 
 
 def _assignments(symbols: Sequence[Symbol], example: Mapping[str, int], rng: random.Random) -> list[tuple[str, dict[str, int]]]:
@@ -128,6 +189,24 @@ def make_samples(contract: IOContract, example_leaves: Sequence[Any], *, seed: i
             continue
         samples.append(Sample(sample_id, dict(env), leaves))
     return samples, notes
+
+
+def coverage(contract: IOContract, samples: Sequence[Sample]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Which values each free symbol took over ``samples``, and the symbols whose min or max no
+    sample reached (the gaps a partial build would hide)."""
+    table: dict[str, dict[str, Any]] = {}
+    gaps: list[str] = []
+    for sym in contract.symbols:
+        seen = sorted({s.symbols[sym.name] for s in samples if sym.name in s.symbols})
+        table[sym.name] = {"min": sym.min, "max": sym.max, "tested": seen}
+        if not seen:
+            gaps.append(f"{sym.name}: no sample gave it a value")
+            continue
+        if sym.min not in seen:
+            gaps.append(f"{sym.name}: its minimum {sym.min} was not tested")
+        if sym.max is not None and sym.max not in seen:
+            gaps.append(f"{sym.name}: its maximum {sym.max} was not tested")
+    return table, gaps
 
 
 def _fmt(env: Mapping[str, int]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
-from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample, derive_tolerance, make_samples
+from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample, coverage, derive_tolerance, make_samples
 from aoti_guard.builder.validate.references import eager_outputs, fp64_outputs, golden_payload, sample_env
 from aoti_guard.builder.validate.verdict import close_to_fp64
 from runtime_probe import layout
@@ -84,7 +84,7 @@ def compiled_outputs(
                 sample=_sample_dict(g),
                 inputs=_input_specs(contract),
                 in_spec=contract.in_spec,
-                outputs=[o.name for o in contract.outputs],
+                outputs=[o.name for o in contract.outputs if o.tensor is not None],  # the runner returns tensors only
                 device=device,
                 save_path=save,
             )
@@ -319,6 +319,21 @@ class Validation:
     index: list[Any] = field(default_factory=list)
     twin_info: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None  # the ONNX Runtime reference's detail (--reference onnxruntime)
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> min, max, values tested
+
+
+def _coverage_finding(gaps: Sequence[str], allowed: bool) -> Finding:
+    """A boundary the golden samples did not reach: an error unless partial coverage was accepted."""
+    make = warning if allowed else error
+    return make(
+        "build.coverage_incomplete",
+        "validate",
+        f"the golden samples do not cover every dynamic dimension's range: {'; '.join(gaps)}",
+        expected="a sample at each free symbol's minimum and maximum",
+        found="; ".join(gaps),
+        hint="see the build.sample_dropped notes for why a sample could not be made; "
+        + ("accepted with --allow-partial-coverage" if allowed else "fix the range, or pass --allow-partial-coverage to accept it"),
+    )
 
 
 def run_validation(
@@ -342,6 +357,9 @@ def run_validation(
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
     samples, eager_findings = eager_outputs(eager_fn, contract, samples, options.device)
     out.findings += eager_findings
+    out.coverage, gaps = coverage(contract, samples)
+    if gaps:
+        out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
     if not samples:
         return out
     note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")

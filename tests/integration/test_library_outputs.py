@@ -1,0 +1,90 @@
+"""Issue 12: library pytree outputs (a ModelOutput-style dataclass) and derived dynamic sizes.
+
+The output type is registered under a module name no child process can import, as a Hugging Face
+``ModelOutput`` is for a process that never imported transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import MODELS, Built, build_package, run_probe
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def encoder_pkg(pkg_dir: Path) -> Built:
+    built = build_package(pkg_dir, "encoder", f"{MODELS}:encoder_output", "--no-debug-twin")
+    assert built.returncode == 0, built.stdout + built.stderr
+    return built
+
+
+def _validate(report: dict) -> dict:  # type: ignore[type-arg]
+    return next(p for p in report["phases"] if p["name"] == "validate")
+
+
+def test_dataclass_output_builds_with_named_leaves(encoder_pkg: Built) -> None:
+    assert encoder_pkg.report is not None
+    export = next(p for p in encoder_pkg.report["phases"] if p["name"] == "export")
+    assert export["detail"]["outputs"] == ["last_hidden_state", "pooled"]
+    table = _validate(encoder_pkg.report)["detail"]["table"]
+    assert {row["output"] for row in table} == {"last_hidden_state", "pooled"}
+
+
+def test_derived_sequence_dimension_is_sampled_at_its_bounds(encoder_pkg: Built) -> None:
+    assert encoder_pkg.report is not None
+    validate = _validate(encoder_pkg.report)
+    coverage = validate["detail"]["coverage"]
+    # seq = 8 * seq8: the free symbol is named after the user's root Dim and taken to its min and max
+    assert set(coverage) == {"batch", "seq8"}
+    for sym in coverage.values():
+        assert sym["min"] in sym["tested"] and sym["max"] in sym["tested"]
+    assert {"min", "max"} <= set(validate["detail"]["samples"])
+    assert not any(f["code"] == "build.sample_dropped" for f in validate["findings"])
+
+
+def test_probe_runs_the_golden_samples_without_the_library(encoder_pkg: Built, tmp_path: Path) -> None:
+    out = tmp_path / "probe.json"
+    proc = run_probe(str(encoder_pkg.path), "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    golden = next(p for p in json.loads(out.read_text())["phases"] if p["name"] == "golden")
+    assert golden["status"] == "passed"
+
+
+def test_a_boundary_that_cannot_be_sampled_fails_the_build(pkg_dir: Path) -> None:
+    from aoti_guard.builder.validate.golden import coverage
+    from runtime_probe.package.manifest import IOContract, Symbol
+
+    contract = IOContract(params=(), inputs=(), outputs=(), symbols=(Symbol("n", 2, 12, ()),), in_spec="", out_spec="")
+
+    class S:
+        symbols = {"n": 5}
+
+    table, gaps = coverage(contract, [S()])  # type: ignore[list-item]
+    assert table["n"]["tested"] == [5]
+    assert gaps == ["n: its minimum 2 was not tested", "n: its maximum 12 was not tested"]
+
+
+def test_shifted_size_relation_is_sampled(pkg_dir: Path) -> None:
+    built = build_package(pkg_dir, "shifted", f"{MODELS}:shifted", "--no-debug-twin")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert built.report is not None
+    coverage = _validate(built.report)["detail"]["coverage"]
+    assert coverage["n"]["min"] in coverage["n"]["tested"] and coverage["n"]["max"] in coverage["n"]["tested"]
+
+
+def test_offline_download_in_a_factory_gets_a_hint() -> None:
+    from aoti_guard.builder.resolve import factory_hint
+
+    try:
+        try:
+            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.")
+        except OSError as inner:
+            raise RuntimeError("from_pretrained failed") from inner
+    except RuntimeError as exc:
+        assert "random weights" in factory_hint(exc, "default")
+    assert factory_hint(ValueError("bad shape"), "default") == "default"
