@@ -61,10 +61,9 @@ def test_a_boundary_that_cannot_be_sampled_fails_the_build(pkg_dir: Path) -> Non
 
     contract = IOContract(params=(), inputs=(), outputs=(), symbols=(Symbol("n", 2, 12, ()),), in_spec="", out_spec="")
 
-    class S:
-        symbols = {"n": 5}
+    from aoti_guard.builder.validate.golden import Sample
 
-    table, gaps = coverage(contract, [S()])  # type: ignore[list-item]
+    table, gaps = coverage(contract, [Sample("example", {"n": 5}, [])])
     assert table["n"]["tested"] == [5]
     assert gaps == ["n: its minimum 2 was not tested", "n: its maximum 12 was not tested"]
 
