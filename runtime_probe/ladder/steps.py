@@ -60,6 +60,7 @@ class LadderContext:
     deadline: float
     step_timeout: float
     weights: Mapping[str, Any] | None = None  # op load_weights arguments, when the probe loaded --weights
+    built_with: str | None = None  # the build's C++ compiler, where no manifest says it (the build's own diagnosis)
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     def remaining(self) -> float:
@@ -322,7 +323,7 @@ def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list
         stage=replay.stage,
         so=so,
         process_libstdcxx=ctx.host.get("libstdcxx"),
-        built_with=m.toolchain.cxx_version if m else None,
+        built_with=m.toolchain.cxx_version if m else ctx.built_with,
         unloaded_constants=len(m.package_constants()) if (m is not None and no_weights) else 0,
     )
     _record(ctx, "native", started, outcome, {"debugger": os.path.basename(prefix[0]), **evidence})

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_probe import layout
+from runtime_probe.child.failures import Reporter, failure_finding
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
-from runtime_probe.ladder.readers import input_check
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
@@ -150,47 +150,8 @@ def host_phase(shared: Shared, dev: Device) -> Phase:
 
 
 def _child_finding(exc: ChildFailure, what: str, stage: str, shared: Shared, dev: Device) -> Finding:
-    evidence: dict[str, Any] = {"stderr_tail": exc.stderr[-6000:], "stdout_tail": exc.stdout[-3000:], **exc.evidence}
-    phase = "load" if stage == "load" else "golden"
-    if isinstance(exc, ChildCrashed):
-        sig = exc.signal or f"exit code {exc.returncode}"
-        hint = "the native code crashed: the escalate phase reruns it with more instruments"
-        if exc.signal == "SIGKILL":
-            # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's
-            # memory limit, or an operator) did.
-            hint = "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size"
-        m = shared.manifest
-        if m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and not shared.options.weights:
-            hint = "this package carries no weights (built with package_constants_in_so=False): pass --weights FILE.safetensors"
-        native = exc.evidence.get("native") or []
-        message = f"{what}: the child process died ({sig})" + (f"; last native output: {native[-1][:300]}" if native else "")
-        return error(f"{stage}.crash", phase, message, found=sig, hint=hint, evidence=evidence)
-    if isinstance(exc, ChildTimeout):
-        return error(
-            f"{stage}.timeout",
-            phase,
-            f"{what}: no answer within {exc.seconds:.0f}s; the child and its children were killed",
-            hint="raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)",
-            evidence=evidence,
-        )
-    assert isinstance(exc, ChildRaised)
-    evidence["traceback"] = str(exc.evidence.get("traceback", ""))[-4000:]
-    check = input_check(exc.stderr)
-    if check is not None and shared.manifest is not None:
-        name = shared.manifest.io.tensor_input_name(check.index)
-        return error(
-            check.code,
-            phase,
-            f"{name}: {what} was rejected by AOTI's input check: {check.line}",
-            found=check.line,
-            hint="the inputs break the compiled contract",
-            evidence={**evidence, "argument": name},
-        )
-    native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
-    detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
-    return error(
-        f"{stage}.error", phase, f"{what} raised: {detail[:500]}", hint="the native error is in evidence.stderr_tail", evidence=evidence
-    )
+    rep = Reporter("load" if stage == "load" else "golden", shared.manifest, weights_given=bool(shared.options.weights))
+    return failure_finding(exc, what, stage, rep)
 
 
 def _replay_kind(exc: ChildFailure) -> str:
