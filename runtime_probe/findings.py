@@ -47,6 +47,8 @@ CODES: dict[str, str] = {
     "env.libstdcxx_too_old": "The C++ runtime (libstdc++) or C library lacks symbol versions the .so needs.",
     "env.memory_insufficient": "Free device memory is below what the package's constants need.",
     "env.platform_mismatch": "The package was built for another OS or machine architecture.",
+    "env.tmpdir_unusable": "The temporary folder (TMPDIR) is full, read-only or not writable: the probe could not keep its private copy of the package.",
+    "env.terminated": "The probe was terminated (SIGTERM) while running; its child was killed and its files removed.",
     "env.cxx_runtime_mismatch": "The package's C++ runtime and the process's libstdc++ do not mix (native frames in std::regex/locale).",
     # env: a serving image probed through a container engine (aoti-guard probe --image)
     "env.engine_unreachable": "No container engine answers (DOCKER_HOST, socket, permission): nothing was checked.",
@@ -79,6 +81,7 @@ CODES: dict[str, str] = {
     "input.range": "A dynamic size is outside its range, or sizes that share a symbol differ.",
     "input.stride": "An argument's strides (layout) differ from what was compiled for.",
     "input.device": "An argument is on another device than the model.",
+    "input.value_range": "An integer input that indexes a table holds a value outside it (e.g. a token id beyond the embedding's rows).",
     "input.value": "A non-tensor argument differs from the value the model was specialized for.",
     # run
     "run.crash": "The child process died (signal) while running the model.",
@@ -120,6 +123,8 @@ EXIT_CODES: dict[str, int] = {
     "env.gpu_runtime_missing": 3,
     "env.container_failed": 3,
     "env.image_missing": 2,
+    "env.tmpdir_unusable": 3,
+    "env.terminated": 3,
 }
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCENARIOS", "Fault"]
+__all__ = ["SCENARIOS", "Fault", "inject_env"]
 
 SITECUSTOMIZE = """
 import os, subprocess, sys, time
@@ -32,7 +32,19 @@ fault = os.environ.get("AOTI_GUARD_TEST_FAULT")
 if fault:
     from runtime_probe.child import ops as _ops
 
+    _real_load = _ops.OPS["load"]
+
     def faulty_load(state, **kw):
+        if fault == "cxx":
+            # A C++ runtime mismatch as the GPU machine shows it: a SIGSEGV inside libstdc++'s
+            # std::locale, that goes away when a libstdc++ is preloaded (the ladder's remedy).
+            if "libstdc++" in os.environ.get("LD_PRELOAD", ""):
+                return _real_load(state, **kw)
+            import ctypes
+
+            ctor = ctypes.CDLL("libstdc++.so.6")._ZNSt6localeC1EPKc
+            ctor.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            ctor(None, b"C")
         if fault == "hang":
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             with open(os.environ["AOTI_GUARD_TEST_PIDFILE"], "w") as fh:
@@ -71,15 +83,21 @@ class Fault:
             self.problems.append(problem)
 
 
-def _probe(
-    pkg: Path, work: Path, fault: str | None, *args: str, **env: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
+def inject_env(work: Path, fault: str | None) -> dict[str, str]:
+    """The environment that makes every child interpreter started under it misbehave as ``fault``
+    says (the sitecustomize above): used by the probe's and the build's fault tests alike."""
     inject = work / "inject"
     inject.mkdir(exist_ok=True)
     (inject / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    report = work / f"{fault}.json"
     pythonpath = os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p)
-    extra = {"PYTHONPATH": pythonpath, "AOTI_GUARD_TEST_FAULT": fault or "", **env}
+    return {"PYTHONPATH": pythonpath, "AOTI_GUARD_TEST_FAULT": fault or ""}
+
+
+def _probe(
+    pkg: Path, work: Path, fault: str | None, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
+    report = work / f"{fault}.json"
+    extra = {**inject_env(work, fault), **env}
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "runtime_probe", str(pkg), "--json", str(report), *args],

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aoti_guard.builder.validate.child_run import ChildRun
-from runtime_probe.findings import Finding, error
+from runtime_probe.findings import Finding, error, info
 from runtime_probe.ladder.findings import twin_findings
 from runtime_probe.ladder.steps import LadderContext, Replay, run_ladder
 from runtime_probe.package.archive import open_archive
@@ -65,19 +65,24 @@ def crash(release_pt2: str, run: ChildRun, host: Mapping[str, Any], sample: Gold
         archive.close()
 
 
-def twin_nonfinite(stdout: str, stderr: str, device_type: str) -> list[Finding]:
+def twin_nonfinite(stdout: str, stderr: str, device_type: str, *, release_nonfinite: bool) -> list[Finding]:
     """The twin's NaN/Inf assert as the build's error: the first buffer holding it, the kernel
-    that wrote it (the probe's reading of the same output, ``ladder.findings.twin_findings``)."""
-    found, _ = twin_findings(stdout, stderr, replay_kind="nonfinite", device_type=device_type, crash_signal=None)
-    return [
-        error(
-            "build.nonfinite",
-            PHASE,
-            f"the debug twin's NaN asserts: {f.message}",
-            found=f.found,
-            hint=f.hint,
-            evidence={**f.evidence, "stderr_tail": stderr[-2000:]},
-        )
-        for f in found
-        if f.code == "run.nonfinite" and f.severity == "error"
-    ]
+    that wrote it (the probe's reading of the same output, ``ladder.findings.twin_findings``).
+
+    On CPU Inductor emits the asserts for the graph's inputs only, so no buffer can be named: when
+    the release output held NaN/Inf, the kernels that ran, in order, are reported instead (info).
+    """
+    kind = "nonfinite" if release_nonfinite else "error"
+    found, _ = twin_findings(stdout, stderr, replay_kind=kind, device_type=device_type, crash_signal=None)
+    out: list[Finding] = []
+    for f in found:
+        if f.code != "run.nonfinite":
+            continue
+        evidence = {**f.evidence, "stderr_tail": stderr[-2000:]}
+        if f.severity.value == "error":
+            out.append(
+                error("build.nonfinite", PHASE, f"the debug twin's NaN asserts: {f.message}", found=f.found, hint=f.hint, evidence=evidence)
+            )
+        else:
+            out.append(info("build.nonfinite", PHASE, f"the debug twin: {f.message}", hint=f.hint, evidence=evidence))
+    return out

@@ -92,7 +92,9 @@ def kernel_names(stdout: str) -> list[str]:
     return seen
 
 
-def run_twin(run: ChildRun, twin_path: str, twin_model: str, release: Mapping[str, list[Any]]) -> tuple[dict[str, Any], list[Finding]]:
+def run_twin(
+    run: ChildRun, twin_path: str, twin_model: str, release: Mapping[str, list[Any]], *, release_nonfinite: bool = False
+) -> tuple[dict[str, Any], list[Finding]]:
     """Load the twin and run the example sample: it must load, run, print kernel names and agree
     with the release model. A NaN the twin's asserts catch is an error naming buffer and kernel."""
     try:
@@ -104,10 +106,10 @@ def run_twin(run: ChildRun, twin_path: str, twin_model: str, release: Mapping[st
     out_mark, err_mark = run.worker.stdout.total, run.worker.stderr.total
     twin = compiled_outputs(run, "twin", only=["example"])
     printed, errors = run.worker.stdout.since(out_mark), run.worker.stderr.since(err_mark)
-    findings = diagnose.twin_nonfinite(printed, errors, run.device.split(":", 1)[0])
-    if not findings:
+    findings = diagnose.twin_nonfinite(printed, errors, run.device.split(":", 1)[0], release_nonfinite=release_nonfinite)
+    if not any(f.severity.value == "error" for f in findings):
         hint = "the release model is unaffected"
-        findings = [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin.findings]
+        findings += [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin.findings]
     info_: dict[str, Any] = {"kernels": kernel_names(printed)}
     if "example" in twin.outputs and "example" in release:
         diffs = []
@@ -224,7 +226,8 @@ def run_validation(
             out.findings += ref_findings
         if twin_pt2 is not None and not compiled.findings:
             note("running the debug twin")
-            out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, compiled.outputs)
+            nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
+            out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, compiled.outputs, release_nonfinite=nonfinite)
             out.findings += twin_findings
         _keep_samples(out, contract, samples, options.golden_max_bytes)
         return out
