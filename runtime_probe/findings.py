@@ -112,6 +112,8 @@ CODES: dict[str, str] = {
     "build.onnx_run_failed": "ONNX Runtime could not run a golden sample: that sample has no second reference.",
     "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
     "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
+    "build.isa_beyond_baseline": "The CPU package's .so uses AVX-512/AMX instructions: it dies with SIGILL on CPUs without them (build with --cpu-isa x86-64-v3).",
+    "build.arch_uncovered": "A CUDA arch listed with --cuda-arch is not covered by the package's kernel images (SASS, or forward-compatible PTX).",
     "build.sign_failed": "The package could not be signed; it was not written.",
 }
 

@@ -9,6 +9,7 @@ passed, and what the reader should do next about a crash.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,13 @@ def _weightless(exc: ChildFailure, rep: Reporter) -> bool:
     return no_weights(rep.manifest, rep.weights_given)
 
 
+_OOM = re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
+
+
+def _out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and bool(_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
+
+
 def _rejected_input(exc: ChildFailure, rep: Reporter) -> bool:
     return rep.manifest is not None and input_check(exc.stderr) is not None
 
@@ -81,6 +89,12 @@ TABLE: tuple[_Row, ...] = (
     _Row(ChildCrashed, _always, "crash", "the native code crashed: {next_step}"),
     _Row(ChildTimeout, _always, "timeout", "raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)"),
     _Row(ChildRaised, _rejected_input, "input", "the inputs break the compiled contract"),
+    _Row(
+        ChildRaised,
+        _out_of_memory,
+        "error",
+        "the child ran out of memory (an allocation failed): check the process's memory limit (ulimit -v, the container's limit) and the constants' size",
+    ),
     _Row(ChildRaised, _always, "error", "the native error is in evidence.stderr_tail"),
 )
 
