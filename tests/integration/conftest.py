@@ -134,3 +134,11 @@ def sqrt_pkg(pkg_dir: Path) -> Built:
     built = build_package(pkg_dir, "sqrt", f"{MODELS}:sqrt_chain")
     assert built.returncode == 0, built.stdout + built.stderr
     return built
+
+
+@pytest.fixture(scope="session")
+def embed_pkg(pkg_dir: Path) -> Built:
+    """A token embedding of 1000 rows: its ids input indexes the table."""
+    built = build_package(pkg_dir, "embed", f"{MODELS}:embed", "--no-debug-twin")
+    assert built.returncode == 0, built.stdout + built.stderr
+    return built
