@@ -63,3 +63,14 @@ def test_build_reports_the_twins_nan_like_the_probe(tmp_path: Path) -> None:
     assert len(twin) == 1 and "cpp_fused__softmax" in twin[0]["message"], [(f["code"], f["message"][:200]) for f in findings]
     assert twin[0]["evidence"]["launched"]
     assert not any(f["code"] == "build.twin_failed" for f in findings)
+
+
+def test_a_crashing_validation_child_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
+    """Issue 16 (5) for the build: the child crashes after torch extracted the package to its
+    TMPDIR, then the ladder reruns it; the extractions are inside the build's work folder."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**inject_env(tmp_path, "crash_after_load"), "TMPDIR": str(tmpdir)}
+    proc = run_cli("build", f"{MODELS}:static", "-o", str(tmp_path / "m.pt2"), "--no-debug-twin", env=env)
+    assert proc.returncode == 1 and "load.crash" in proc.stdout, proc.stdout[-3000:]
+    assert sorted(p.name for p in tmpdir.iterdir()) == []

@@ -53,7 +53,7 @@ def crash(release_pt2: str, run: ChildRun, host: Mapping[str, Any], sample: Gold
             device_type=run.device.split(":", 1)[0],
             device_index=run.device_index,
             python=None,
-            env={},
+            env={"TMPDIR": run.worker.env.get("TMPDIR")},  # the build's child TMPDIR: removed with its work folder
             tmp=tempfile.mkdtemp(dir=run.out_dir, prefix="ladder-"),
             host=host,
             deadline=time.monotonic() + budget_s,
