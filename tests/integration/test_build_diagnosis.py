@@ -73,4 +73,5 @@ def test_a_crashing_validation_child_leaves_nothing_in_tmpdir(tmp_path: Path) ->
     env = {**inject_env(tmp_path, "crash_after_load"), "TMPDIR": str(tmpdir)}
     proc = run_cli("build", f"{MODELS}:static", "-o", str(tmp_path / "m.pt2"), "--no-debug-twin", env=env)
     assert proc.returncode == 1 and "load.crash" in proc.stdout, proc.stdout[-3000:]
-    assert sorted(p.name for p in tmpdir.iterdir()) == []
+    # torch's loader extracts to TMPDIR/aotinductor_XXXXXX (the build's own Inductor cache may be there too)
+    assert [p.name for p in tmpdir.iterdir() if p.name.startswith("aotinductor_")] == []

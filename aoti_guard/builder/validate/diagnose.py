@@ -39,7 +39,9 @@ def build_compiler() -> str | None:
         return None
 
 
-def crash(release_pt2: str, run: ChildRun, host: Mapping[str, Any], sample: GoldenSample | None, budget_s: float) -> list[Finding]:
+def crash(
+    release_pt2: str, run: ChildRun, host: Mapping[str, Any], sample: GoldenSample | None, budget_s: float, shown: str | None = None
+) -> list[Finding]:
     """The ladder's findings for a crash loading (``sample`` None) or running the release package."""
     archive, _ = open_archive(release_pt2)
     if archive is None:
@@ -59,6 +61,7 @@ def crash(release_pt2: str, run: ChildRun, host: Mapping[str, Any], sample: Gold
             deadline=time.monotonic() + budget_s,
             step_timeout=run.timeout,
             built_with=build_compiler(),
+            shown_path=shown,  # the remedy's command names the package the user asked for
         )
         return run_ladder(ctx, replay)
     finally:

@@ -208,14 +208,14 @@ def run_validation(
             out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
             if isinstance(exc, ChildCrashed):
                 note("the child crashed loading the package: climbing the probe's escalation ladder")
-                out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S)
+                out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S, options.output)
             return out
         note("running the compiled model in a child process")
         compiled = compiled_outputs(run, "release")
         out.findings += compiled.findings
         if compiled.crashed is not None:
             note(f"the child crashed on golden sample {compiled.crashed.id}: climbing the probe's escalation ladder")
-            out.findings += diagnose.crash(release_pt2, run, facts, compiled.crashed, ESCALATE_S)
+            out.findings += diagnose.crash(release_pt2, run, facts, compiled.crashed, ESCALATE_S, options.output)
         result = compare_all(
             contract, samples, compiled.outputs, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol
         )
