@@ -222,15 +222,10 @@ def load_phase(shared: Shared, dev: Device) -> Phase:
     return [], {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}, True
 
 
-def constants_phase(shared: Shared, dev: Device) -> Phase:
-    assert dev.worker is not None
-    weightless = _weightless(shared, dev)
-    if weightless is not None:
-        return [weightless], {}, False
+def _compare_constants(m: Manifest | None, loaded: list[str] | None) -> tuple[list[Finding], dict[str, Any]]:
+    """The loaded model's constant FQNs against the manifest's."""
     findings: list[Finding] = []
-    loaded = dev.host.get("loaded_constant_fqns")
     detail: dict[str, Any] = {}
-    m = shared.manifest
     if m is not None and loaded is not None:
         expected = {c.fqn for c in m.package_constants()}
         for fqn in sorted(expected - set(loaded)):
@@ -255,6 +250,16 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
                 )
             )
         detail["checked"] = len(expected)
+    return findings, detail
+
+
+def constants_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None
+    weightless = _weightless(shared, dev)
+    if weightless is not None:
+        return [weightless], {}, False
+    m = shared.manifest
+    findings, detail = _compare_constants(m, dev.host.get("loaded_constant_fqns"))
     if shared.options.weights is not None:
         if m is None:
             findings.append(
