@@ -13,6 +13,7 @@ import pytest
 
 import runtime_probe
 from runtime_probe.probe import run as probe_run
+from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.trust import check as trust_check
 
 from .conftest import Built
@@ -36,7 +37,7 @@ def test_probe_loads_and_reports_the_bytes_it_verified(static_pkg: Built, tmp_pa
         return result
 
     monkeypatch.setattr(probe_run, "archive_phase", archive_then_swap)
-    report = runtime_probe.probe(pkg, runtime_probe.ProbeOptions(fast=True, escalate=False))
+    report = probe_run.probe(pkg, ProbeOptions(fast=True, escalate=False))
     assert report.exit_code == 0, [(f.code, f.message) for p in report.phases for f in p.findings]
     assert report.package["sha256"] == verified != _sha(pkg)  # the report names the bytes it checked and ran
     archive = next(p for p in report.phases if p.name == "archive")
