@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout
 from runtime_probe.findings import Finding, error
-from runtime_probe.ladder.readers import input_check
+from runtime_probe.ladder.readers import cuda_error, input_check
 from runtime_probe.package.manifest import Manifest
 
 __all__ = ["Reporter", "failure_finding", "no_weights"]
@@ -68,6 +68,15 @@ def _out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
     return isinstance(exc, ChildRaised) and bool(_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
 
 
+_CUDA_TEXT = re.compile(r"CUDA error|cudaError|device-side assert|Assertion .{0,300} failed")
+
+
+def _cuda_fault(exc: ChildFailure, rep: Reporter) -> bool:
+    # Only with CUDA's own words: a CPU IndexError ("... is out of bounds ...") stays run.error.
+    text = exc.stderr + "\n" + exc.message
+    return isinstance(exc, ChildRaised) and bool(_CUDA_TEXT.search(text)) and cuda_error(text) is not None
+
+
 def _rejected_input(exc: ChildFailure, rep: Reporter) -> bool:
     return rep.manifest is not None and input_check(exc.stderr) is not None
 
@@ -89,6 +98,13 @@ TABLE: tuple[_Row, ...] = (
     _Row(ChildCrashed, _always, "crash", "the native code crashed: {next_step}"),
     _Row(ChildTimeout, _always, "timeout", "raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)"),
     _Row(ChildRaised, _rejected_input, "input", "the inputs break the compiled contract"),
+    # a device assert or an illegal access: the run's code names it (the CUDA context is lost)
+    _Row(
+        ChildRaised,
+        _cuda_fault,
+        "cuda",
+        "the escalate phase reruns it with blocking launches, the twin and the sanitizer to name the kernel",
+    ),
     _Row(
         ChildRaised,
         _out_of_memory,
@@ -134,6 +150,9 @@ def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> 
             hint=hint,
             evidence={**evidence, "argument": name},
         )
+    cuda = cuda_error(exc.stderr + "\n" + exc.message) if row.suffix == "cuda" else None
+    if cuda is not None and stage == "run":
+        return error(cuda[0], rep.phase, f"{what}: {cuda[1][:500]}", found=cuda[1][:500], hint=hint, evidence=evidence)
     native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
     detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
     return error(f"{stage}.error", rep.phase, f"{what} raised: {detail[:500]}", hint=hint, evidence=evidence)

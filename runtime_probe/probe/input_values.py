@@ -11,13 +11,17 @@ the table has 1000 rows``.
 from __future__ import annotations
 
 import array
+import re
 import sys
 
 from runtime_probe.findings import Finding, error
 from runtime_probe.formats.safetensors import Header
 from runtime_probe.package.manifest import InputSpec
 
-__all__ = ["first_out_of_range", "value_range_findings"]
+__all__ = ["first_out_of_range", "name_the_index", "value_range_findings"]
+
+# Inductor's bounds assert: "index out of bounds: 0 <= tmp4 < 1000"
+_BOUNDS = re.compile(r"(-?\d+)\s*<=\s*\w+\s*<\s*(\d+)")
 
 # safetensors integer codes -> array typecodes of that size
 _TYPECODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U8": "B", "U16": "H", "U32": "I", "U64": "Q"}
@@ -81,3 +85,20 @@ def value_range_findings(path: str, header: Header, inputs: list[InputSpec], pha
             )
         )
     return findings
+
+
+def name_the_index(line: str, path: str, header: Header, inputs: list[InputSpec]) -> str | None:
+    """For a device assert on the table bounds (``0 <= tmp4 < 1000``), the integer input of the
+    --inputs file that holds a value outside them: ``ids holds 1000000000 at [2, 5]; the table has
+    1000 rows``. None when the line has no bounds or no input holds such a value."""
+    m = _BOUNDS.search(line)
+    if m is None:
+        return None
+    lo, rows = int(m.group(1)), int(m.group(2))
+    for spec in inputs:
+        if spec.tensor is None or spec.name not in header.tensors or header.tensors[spec.name].dtype not in _TYPECODES:
+            continue
+        bad = first_out_of_range(path, header, spec.name, lo, rows - 1)
+        if bad is not None:
+            return f"{spec.name} holds {bad[0]} at {bad[1]}; the table has {rows} rows"
+    return None

@@ -11,7 +11,7 @@ import json
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_probe import layout
@@ -26,7 +26,7 @@ from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import check_weights
-from runtime_probe.probe.input_values import value_range_findings
+from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import PublicKey
@@ -372,6 +372,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                     exc, f"running {'the --inputs' if sample_id == 'inputs' else 'golden sample ' + sample_id}", "run", shared, dev
                 )
             )
+            if sample_id == "inputs" and findings[-1].code == "run.device_assert":
+                findings[-1] = _named_index(shared, findings[-1])
             if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
                 dev.replay = Replay("run", _replay_kind(exc), _replay_args(args))
             if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
@@ -437,6 +439,19 @@ def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, li
         return None, findings + values  # never hand native code an index outside its table
     sample = {"id": "inputs", "inputs": {n: n for n in names}, "outputs": {}, "symbols": {}}
     return _run_args(shared, dev, os.path.abspath(shared.options.inputs), sample, user=True), findings
+
+
+def _named_index(shared: Shared, finding: Finding) -> Finding:
+    """A device assert on a table's bounds, with the --inputs value that broke them named."""
+    assert shared.manifest is not None and shared.options.inputs is not None
+    try:
+        header = _safetensors.read_header(shared.options.inputs)
+        named = name_the_index(finding.found or "", shared.options.inputs, header, shared.manifest.io.tensor_inputs())
+    except (_safetensors.SafetensorsError, OSError):
+        named = None
+    if named is None:
+        return finding
+    return replace(finding, message=f"{named} ({finding.message})", evidence={**finding.evidence, "named": named})
 
 
 def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list[Finding]:
