@@ -73,8 +73,10 @@ _CUDA_TEXT = re.compile(r"CUDA error|cudaError|device-side assert|Assertion .{0,
 
 def _cuda_fault(exc: ChildFailure, rep: Reporter) -> bool:
     # Only with CUDA's own words: a CPU IndexError ("... is out of bounds ...") stays run.error.
+    if not isinstance(exc, ChildRaised):
+        return False
     text = exc.stderr + "\n" + exc.message
-    return isinstance(exc, ChildRaised) and bool(_CUDA_TEXT.search(text)) and cuda_error(text) is not None
+    return bool(_CUDA_TEXT.search(text)) and cuda_error(text) is not None
 
 
 def _rejected_input(exc: ChildFailure, rep: Reporter) -> bool:
