@@ -185,3 +185,43 @@ def test_the_input_that_broke_the_table_bounds_is_named(tmp_path: Path) -> None:
     header = _safetensors.read_header(str(path))
     assert name_the_index(line, str(path), header, specs) == "ids holds 1000000000 at [2, 5]; the table has 1000 rows"
     assert name_the_index("device-side assert triggered", str(path), header, specs) is None
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has died already
+    except FileNotFoundError:
+        return True
+
+
+def test_the_child_dies_with_the_probe(tmp_path: Path) -> None:
+    """Issue 16 (5): the child runs in a session of its own (so a timeout kills its group); killed
+    outright, the probe must not leave it running (PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+
+    # the child is busy (a hang in "native" code): it never reads the EOF of its request pipe
+    script = (
+        "import sys, time\nfrom runtime_probe.child.worker import Worker\nw = Worker()\nw.request('ping', 60)\n"
+        "w.submit('selftest', action='hang', pidfile=sys.argv[1])\nprint(w.pid, flush=True)\ntime.sleep(120)\n"
+    )
+    pidfile = tmp_path / "grandchild.pid"
+    env = {**os.environ, "RUNTIME_PROBE_SELFTEST": "1"}
+    parent = subprocess.Popen([sys.executable, "-c", script, str(pidfile)], stdout=subprocess.PIPE, text=True, env=env)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the child is inside the hanging op
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert _gone(child), "the child outlived the killed probe"
+    finally:
+        for pid in (child, int(pidfile.read_text()) if pidfile.exists() else None):
+            if pid is not None and not _gone(pid):
+                os.kill(pid, signal.SIGKILL)  # the hang's own grandchild: PDEATHSIG covers the child only
