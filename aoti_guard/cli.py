@@ -100,6 +100,12 @@ def cli() -> None:
     help="An Inductor option for the release model (repeat), e.g. max_autotune=true.",
 )
 @click.option("--no-debug-twin", is_flag=True, help="Do not compile the sanitized debug twin (halves compile time and package size).")
+@click.option(
+    "--cpu-isa",
+    type=click.Choice(["native", "x86-64-v2", "x86-64-v3", "x86-64-v4"]),
+    help="CPU instruction set the package's code may use (default native: this CPU's).",
+)
+@click.option("--cuda-arch", "cuda_arch", metavar="CC,...", help="CUDA archs the kernels must cover, e.g. 8.0,9.0 (checked).")
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
 @click.option(
@@ -177,6 +183,8 @@ def build(
     json_path: str | None,
     quiet: bool,
     verbose: bool,
+    cpu_isa: str | None = None,
+    cuda_arch: str | None = None,
 ) -> None:
     """Export, compile, validate and package TARGET into one .pt2.
 
@@ -223,6 +231,8 @@ def build(
         minify=minify,
         minify_timeout_s=minify_timeout,
         sign_key=sign_key,
+        cpu_isa=cpu_isa,
+        cuda_archs=_cuda_archs(cuda_arch),
     )
     signer = _load_key(sign_key) if sign_key is not None else None
     report = run_build(target, options, _progress(quiet), signer=signer)
@@ -240,6 +250,15 @@ def build(
             err=True,
         )
     sys.exit(report.exit_code)
+
+
+def _cuda_archs(text: str | None) -> tuple[str, ...]:
+    from aoti_guard.builder.targets import parse_cuda_archs
+
+    try:
+        return parse_cuda_archs(text) if text else ()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @cli.command(context_settings=CONTEXT)

@@ -47,6 +47,8 @@ CODES: dict[str, str] = {
     "env.libstdcxx_too_old": "The C++ runtime (libstdc++) or C library lacks symbol versions the .so needs.",
     "env.memory_insufficient": "Free device memory is below what the package's constants need.",
     "env.platform_mismatch": "The package was built for another OS or machine architecture.",
+    "env.tmpdir_unusable": "The temporary folder (TMPDIR) is full, read-only or not writable: the probe could not keep its private copy of the package.",
+    "env.terminated": "The probe was terminated (SIGTERM) while running; its child was killed and its files removed.",
     "env.cxx_runtime_mismatch": "The package's C++ runtime and the process's libstdc++ do not mix (native frames in std::regex/locale).",
     # env: a serving image probed through a container engine (aoti-guard probe --image)
     "env.engine_unreachable": "No container engine answers (DOCKER_HOST, socket, permission): nothing was checked.",
@@ -79,6 +81,7 @@ CODES: dict[str, str] = {
     "input.range": "A dynamic size is outside its range, or sizes that share a symbol differ.",
     "input.stride": "An argument's strides (layout) differ from what was compiled for.",
     "input.device": "An argument is on another device than the model.",
+    "input.value_range": "An integer input that indexes a table holds a value outside it (e.g. a token id beyond the embedding's rows).",
     "input.value": "A non-tensor argument differs from the value the model was specialized for.",
     "input.structure": "The package's input structure names library types (a Hugging Face cache, a dataclass) this process cannot import, so inputs could not be checked by name.",
     # run
@@ -111,6 +114,8 @@ CODES: dict[str, str] = {
     "build.onnx_run_failed": "ONNX Runtime could not run a golden sample: that sample has no second reference.",
     "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
     "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
+    "build.isa_beyond_baseline": "The CPU package's .so uses AVX-512/AMX instructions: it dies with SIGILL on CPUs without them (build with --cpu-isa x86-64-v3).",
+    "build.arch_uncovered": "A CUDA arch listed with --cuda-arch is not covered by the package's kernel images (SASS, or forward-compatible PTX).",
     "build.sign_failed": "The package could not be signed; it was not written.",
 }
 
@@ -122,6 +127,8 @@ EXIT_CODES: dict[str, int] = {
     "env.gpu_runtime_missing": 3,
     "env.container_failed": 3,
     "env.image_missing": 2,
+    "env.tmpdir_unusable": 3,
+    "env.terminated": 3,
 }
 
 

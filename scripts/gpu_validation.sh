@@ -26,6 +26,15 @@ build() { local name=$1; shift; ( s=$(date +%s); env LD_PRELOAD="$PRELOAD" timeo
 build example --device cuda --no-debug-twin
 build gather tests/gpu/models_gpu.py:gather --device cuda
 build nan tests/gpu/models_gpu.py:nan_chain --device cuda
+# --- issue 13 (tests/gpu/test_gpu_diagnosis.py): the build's own diagnosis, value ranges, --cuda-arch
+build_nopreload() { local name=$1; shift; ( s=$(date +%s); env -u LD_PRELOAD timeout 420 $PY -m aoti_guard build "$@" -o "$PKGS/$name.pt2" --json "$PKGS/$name.build.json" > "$RES/build_$name.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$RES/build_$name.log" ) & }
+build_nopreload example_nopreload --device cuda --no-debug-twin
+build masked_softmax tests/gpu/models_gpu.py:masked_softmax --device cuda
+build embed tests/gpu/models_gpu.py:embed --device cuda --no-debug-twin
+CC=$($PY -c "import torch; print('%d.%d' % torch.cuda.get_device_capability(0))")
+build example_arch_own --device cuda --no-debug-twin --cuda-arch "$CC"
+build example_arch_80_90 --device cuda --no-debug-twin --cuda-arch 8.0,9.0
+# --- end issue 13
 $PY - "$PKGS" <<'PYEOF' > "$RES/inputs.log" 2>&1
 import sys, torch
 from runtime_probe.formats import safetensors as _safetensors

@@ -15,6 +15,7 @@ from aoti_guard.builder import toolchain
 from aoti_guard.builder.compile import TWIN_CONFIGS
 from aoti_guard.builder.contract import extract_constants
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.targets import CPU_ISA_LEVELS
 from aoti_guard.builder.validate.golden import TOLERANCE_RULE
 from aoti_guard.builder.validate.run import Validation
 from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
@@ -24,6 +25,13 @@ from runtime_probe._version import __version__
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, TwinInfo, dump_manifest
 
 __all__ = ["assemble", "summary"]
+
+
+def _isa_configs(options: BuildOptions) -> dict[str, object]:
+    """The configs --cpu-isa added (recorded with the user's: the manifest says how it was built)."""
+    if options.cpu_isa is None or not options.device.startswith("cpu"):
+        return {}
+    return dict(CPU_ISA_LEVELS.get(options.cpu_isa, {}))
 
 
 def assemble(
@@ -105,7 +113,7 @@ def assemble(
         hashes=hash_entries(release_pt2),
         golden=golden,
         debug_twin=twin,
-        inductor_configs={k: str(v) for k, v in options.inductor_configs.items()},
+        inductor_configs={k: str(v) for k, v in {**_isa_configs(options), **options.inductor_configs}.items()},
         validation={"table": outcome.table, "errors": sum(1 for f in outcome.findings if f.severity.value == "error")},
         aoti_metadata=aoti_meta,
     )

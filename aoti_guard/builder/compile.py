@@ -18,6 +18,7 @@ __all__ = [
     "CompileError",
     "compile_files",
     "describe_compile_error",
+    "has_config",
     "release_configs",
     "twin_configs",
     "validate_config_keys",
@@ -35,6 +36,11 @@ class CompileError(Exception):
         super().__init__(lines[0] if lines else "compile failed")
         self.lines = lines
         self.hint = hint
+
+
+def has_config(key: str) -> bool:
+    """This torch's Inductor has the (dotted) config ``key``."""
+    return _has_config(key)
 
 
 def _has_config(key: str) -> bool:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aoti_guard.builder.value_ranges import index_value_ranges
 from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
 
 __all__ = ["bind_example", "dtype_name", "extract_constants", "extract_contract", "jsonable_value", "leaf_name"]
@@ -220,6 +221,8 @@ def extract_contract(
     inputs: list[InputSpec] = []
     sources: dict[str, list[str]] = {}
     tensor_index = 0
+    by_placeholder = index_value_ranges(ep)
+    value_ranges = [by_placeholder.get(getattr(s.arg, "name", "")) for s in user_specs]
     fake_iter = iter(fake_tensors)
     for path, value in leaves:
         name, param = leaf_name(path, params)
@@ -237,6 +240,7 @@ def extract_contract(
                 stride=tuple(_expr(s, rename) for s in stride_src),
                 contiguous=bool(value.is_contiguous()),
                 device=value.device.type,
+                value_range=value_ranges[tensor_index] if tensor_index < len(value_ranges) else None,
             )
             inputs.append(InputSpec(name, param, "tensor", tensor_index, tensor))
             tensor_index += 1

@@ -35,3 +35,5 @@ class BuildOptions:
     minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
     minify_timeout_s: float = 300.0
     sign_key: str | None = None  # an Ed25519 private key file: sign the package before it is written
+    cpu_isa: str | None = None  # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4" (builder/targets.py)
+    cuda_archs: tuple[str, ...] = ()  # compute capabilities the kernels must cover, e.g. ("80", "90")

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import minify as minify_mod
+from aoti_guard.builder import targets, toolchain
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
@@ -35,7 +37,7 @@ from runtime_probe.child.worker import Worker
 from runtime_probe.errors import GuardError, ToolError, UsageError
 from runtime_probe.findings import Finding, error, has_errors, warning
 from runtime_probe.package.archive import sha256_file
-from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import Report
 
@@ -165,7 +167,11 @@ def build(
     try:
         # Started first so that its torch import (and that of torch's package loader, which the
         # validate phase's load needs) overlaps with export and compile.
-        worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1"})
+        # Its TMPDIR is inside the work folder: torch's loader extracts the package there, and a
+        # child that crashes (or the ladder's reruns) would otherwise leave the copies behind.
+        child_tmp = os.path.join(work, "child-tmp")
+        os.makedirs(child_tmp)
+        worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", "TMPDIR": child_tmp})
         worker.submit("facts", preload=True)
         state = BuildState(target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device})
         run_steps(recorder, STEPS, state)
@@ -285,7 +291,7 @@ def compile_step(st: BuildState) -> StepResult:
     assert st.contract is not None and st.spec is not None
     min_below_two = any(s.min < 2 for s in st.contract.symbols)
     st.configs = compile_mod.release_configs(
-        st.options.inductor_configs, _metadata(st.contract, st.options.device), min_below_two=min_below_two
+        _target_configs(st.options), _metadata(st.contract, st.options.device), min_below_two=min_below_two
     )
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
@@ -302,7 +308,46 @@ def compile_step(st: BuildState) -> StepResult:
             evidence={"lines": exc.lines},
         )
         raise StepFailed([finding], "compile failed") from exc
-    return [], {"files": len(files)}
+    findings, detail = _check_targets(st)
+    return findings, {"files": len(files), **detail}
+
+
+def _target_configs(options: BuildOptions) -> dict[str, Any]:
+    """The user's Inductor configs over those --cpu-isa and --cuda-arch need (the user's win)."""
+    extra: dict[str, Any] = {}
+    try:
+        if options.cpu_isa is not None and options.device.startswith("cpu"):
+            extra.update(targets.cpu_isa_configs(options.cpu_isa, compile_mod.has_config))
+    except ValueError as exc:
+        hint = "docs/probe.md (Build targets) says which torch versions have the lever"
+        raise StepFailed([error("build.compile_failed", "compile", str(exc), hint=hint)], "no lever") from None
+    if options.cuda_archs and options.device.startswith("cuda"):
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(options.device)
+        extra.update(targets.cuda_arch_configs(options.cuda_archs, f"{major}{minor}"))
+    return {**extra, **options.inductor_configs}
+
+
+def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
+    """After the compile: AVX-512 in a CPU .so, or listed CUDA archs no kernel image covers."""
+    with zipfile.ZipFile(st.release_pt2) as zf:
+        names = [n for n in zf.namelist() if "/data/aotinductor/" in n]
+        if st.options.device.startswith("cpu"):
+            so = next((n for n in names if n.endswith(".wrapper.so")), None) or next((n for n in names if n.endswith(".so")), None)
+            if so is None:
+                return [], {}
+            path = zf.extract(so, os.path.join(st.work, "isa-check"))
+            findings, detail = targets.check_cpu_isa(st.options.cpu_isa, path, st.configs)
+            return findings, {"target": detail}
+        if not st.options.cuda_archs:
+            return [], {}
+        images = toolchain.kernel_images([(n, zf.read(n)) for n in names if n.endswith((".cubin", ".fatbin"))])
+    stub = Target("cuda", "", "", kernel_archs=toolchain.distinct_sass_archs(images), kernels=tuple(images))
+    findings = targets.check_cuda_archs(st.options.cuda_archs, stub)
+    if has_errors(findings):
+        raise StepFailed(findings, "the kernels do not cover --cuda-arch")
+    return findings, {"target": {"cuda_archs": list(st.options.cuda_archs), "sass": list(stub.kernel_archs)}}
 
 
 def twin_step(st: BuildState) -> StepResult:

@@ -27,6 +27,23 @@ def _unbuffer_c_stdout() -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this child when the thread that started it dies: the child runs
+    in a session of its own (so a timeout can kill its group), so a signal that kills the probe
+    would otherwise leave it running, holding the package and its extracted files."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get("RUNTIME_PROBE_PARENT_PID")
+    if expected and os.getppid() != int(expected):  # the parent died before prctl: nobody is left to answer
+        os._exit(1)
+
+
 def _fast_exit(state: Any) -> NoReturn:
     """Exit without the interpreter's teardown of every module: with torch and its exporter
     imported that teardown takes ~0.7 s, and the parent waits for it. What matters still runs:
@@ -46,6 +63,7 @@ def _fast_exit(state: Any) -> NoReturn:
 
 def main(argv: list[str]) -> int:
     cmd_fd, res_fd = int(argv[1]), int(argv[2])
+    _die_with_parent()
     _unbuffer_c_stdout()
     from runtime_probe.child import ops as _ops
 

@@ -214,6 +214,10 @@ class Worker:
     ) -> None:
         child_env = child_environment(env)
         child_env.setdefault("PYTHONFAULTHANDLER", "1")
+        if not prefix:  # under a debugger the interpreter's parent is the debugger
+            child_env["RUNTIME_PROBE_PARENT_PID"] = str(os.getpid())
+        else:
+            child_env.pop("RUNTIME_PROBE_PARENT_PID", None)
         self.env = child_env
         cmd_r, self._cmd_w = os.pipe()
         self._res_r, res_w = os.pipe()

@@ -29,10 +29,19 @@ class SerdeError(ValueError):
         self.path = path
 
 
+# Optional fields added after a schema shipped: written only when set, so a manifest without them
+# reads (and hashes) as it did before.
+OMIT_IF_NONE = frozenset({"value_range"})
+
+
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses -> dicts (field order kept), tuples -> lists; other JSON values unchanged."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            f.name: to_jsonable(getattr(obj, f.name))
+            for f in dataclasses.fields(obj)
+            if not (f.name in OMIT_IF_NONE and getattr(obj, f.name) is None)
+        }
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, Mapping):

@@ -17,6 +17,8 @@ _CONST = re.compile(r"constants_info_\[(\d+)\]\.(\w+)\s*=\s*(.*?);\s*$", re.M)
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)")
 _INT_LIST = re.compile(r"\{([^}]*)\}")
 _QUOTED = re.compile(r'^"(.*)"$')
+# AOTInductorModelBase(num_inputs, num_outputs, num_constants, device_str, cubin_dir, include_weights)
+_BASE = re.compile(r"AOTInductorModelBase\(\s*(\d+),\s*(\d+),\s*(\d+),[^;{]*?,\s*(true|false)\s*\)")
 
 
 @dataclass
@@ -37,6 +39,10 @@ class WrapperFacts:
     march: str | None = None
     isa_flags: tuple[str, ...] = ()  # -mavx2 -mfma ... as given on the command line
     compiler: str | None = None
+    num_constants: int | None = None
+    # False: the .so was built without its constants (package_constants_in_so=False, or weights
+    # written beside it as a binary blob): someone must load them before the first call.
+    include_weights: bool | None = None
 
     def runtime_constants(self) -> dict[str, str]:
         """FQN -> internal name, for the constants a user can replace (not folded ones)."""
@@ -69,6 +75,9 @@ def parse_wrapper_cpp(text: str) -> WrapperFacts:
         elif attr == "type":
             c.type = value.rsplit("::", 1)[-1].rstrip(")")
     facts.constants = [by_index[i] for i in sorted(by_index)]
+    base = _BASE.search(text)
+    if base is not None:
+        facts.num_constants, facts.include_weights = int(base.group(3)), base.group(4) == "true"
     cmd = _compile_command(text)
     if cmd:
         facts.compile_command = cmd

@@ -24,6 +24,7 @@ from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.private_copy import private_copy
 from runtime_probe.package.twin import materialize_twin
 from runtime_probe.package.weights import constant_problems
 
@@ -56,7 +57,6 @@ def load(
         UsageError: a bad device string, model name or public key file.
     """
     # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
-    from runtime_probe.trust.check import check_archive
     from runtime_probe.trust.signature import load_public_key
 
     fspath = os.fspath(path)
@@ -65,7 +65,18 @@ def load(
         if not verify:
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
         key = load_public_key(public_key)
-    archive, findings = open_archive(fspath)
+    # The bytes verified are the bytes loaded: a private copy, removed once torch has extracted it.
+    private = tempfile.mkdtemp(prefix="runtime-probe-load-")
+    try:
+        return _load_verified(fspath, private_copy(fspath, private), device, model, verify, key)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _load_verified(fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any) -> GuardedModel:
+    from runtime_probe.trust.check import check_archive
+
+    archive, findings = open_archive(copy)
     if archive is None:
         raise PackageRejected(f"{fspath} is not a usable package", findings)
     with archive:
@@ -98,7 +109,7 @@ def load(
                     hint=f"load it with device={manifest.target.device_type!r}",
                 )
         tmp: str | None = None
-        load_path, model_name = fspath, manifest.model_name
+        load_path, model_name = copy, manifest.model_name
         if model == layout.TWIN_MODEL:
             tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
             twin = materialize_twin(archive, manifest, tmp)

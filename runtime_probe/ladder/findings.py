@@ -9,7 +9,7 @@ from typing import Any
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.ladder import readers as _diagnose
 
-__all__ = ["native_findings", "tail", "twin_findings"]
+__all__ = ["durable_fix", "native_findings", "tail", "twin_findings"]
 
 PHASE = "escalate"
 
@@ -83,6 +83,17 @@ def twin_findings(
     return findings, evidence
 
 
+def durable_fix(built_with: str | None, process_libstdcxx: str | None, glibcxx: str | None) -> str:
+    """The fix that needs no LD_PRELOAD, naming the compiler and the C++ runtime on each side."""
+    compiler = built_with or "the build compiler"
+    runtime = process_libstdcxx or "the serving process's libstdc++"
+    needs = f" (the .so needs {glibcxx})" if glibcxx else ""
+    return (
+        f"rebuild the package with a compiler whose libstdc++ is the one the serving process loads ({runtime}), "
+        f"instead of {compiler}{needs}; or ship that compiler's libstdc++ with the serving image and load it first"
+    )
+
+
 def native_findings(
     backtrace: str, *, stage: str, so: Mapping[str, Any], process_libstdcxx: str | None, built_with: str | None, unloaded_constants: int
 ) -> tuple[list[Finding], dict[str, Any]]:
@@ -110,7 +121,8 @@ def native_findings(
             f"the crash is in the C++ standard library inside the package's .so{detail}: {explanation}",
             expected=f"the C++ runtime of the build compiler ({built_with})" if built_with else None,
             found=f"this process's {process_libstdcxx}",
-            hint="see the remedy step: preloading one C++ runtime for the whole process usually fixes it; durable fix: build with the compiler whose libstdc++ the serving process uses",
+            hint="see the remedy step: preloading one C++ runtime for the whole process usually fixes it; durable fix: "
+            + durable_fix(built_with, process_libstdcxx, so.get("glibcxx")),
             evidence=evidence,
         )
     elif cause == "weights" and unloaded_constants:

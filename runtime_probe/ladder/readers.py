@@ -59,6 +59,9 @@ def nan_buffer(stderr: str) -> tuple[str, str] | None:
 
 
 _CUDA_ERRORS = [
+    # First: a device assert's own text ("Assertion `index out of bounds: 0 <= tmp4 < 1000` failed")
+    # says "out of bounds" too, but it is a checked index, not an illegal access.
+    ("run.device_assert", re.compile(r"device-side assert triggered|cudaErrorAssert|Assertion .{0,300} failed|index out of bounds", re.I)),
     (
         "run.illegal_memory_access",
         re.compile(
@@ -66,7 +69,6 @@ _CUDA_ERRORS = [
             re.I,
         ),
     ),
-    ("run.device_assert", re.compile(r"device-side assert|cudaErrorAssert", re.I)),
     ("run.illegal_memory_access", re.compile(r"unspecified launch failure|cudaErrorLaunchFailure", re.I)),
     (
         "env.arch_mismatch",

@@ -60,6 +60,8 @@ class LadderContext:
     deadline: float
     step_timeout: float
     weights: Mapping[str, Any] | None = None  # op load_weights arguments, when the probe loaded --weights
+    shown_path: str | None = None  # the package as the user named it (``path`` may be a private copy)
+    built_with: str | None = None  # the build's C++ compiler, where no manifest says it (the build's own diagnosis)
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     def remaining(self) -> float:
@@ -322,7 +324,7 @@ def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list
         stage=replay.stage,
         so=so,
         process_libstdcxx=ctx.host.get("libstdcxx"),
-        built_with=m.toolchain.cxx_version if m else None,
+        built_with=m.toolchain.cxx_version if m else ctx.built_with,
         unloaded_constants=len(m.package_constants()) if (m is not None and no_weights) else 0,
     )
     _record(ctx, "native", started, outcome, {"debugger": os.path.basename(prefix[0]), **evidence})
@@ -371,7 +373,7 @@ def _remedy_step(ctx: LadderContext, replay: Replay, release: str, cause: str | 
                         "remedy": {
                             "env": {"LD_PRELOAD": candidate},
                             "verified": True,
-                            "command": f"LD_PRELOAD={candidate} python -m runtime_probe {ctx.path}",
+                            "command": f"LD_PRELOAD={candidate} python -m runtime_probe {ctx.shown_path or ctx.path}",
                         }
                     },
                 )

@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from runtime_probe import layout
 from runtime_probe.errors import UsageError
@@ -195,82 +195,13 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
         UsageError: the path does not exist or is not a regular file.
     """
     fspath = os.fspath(path)
-    try:
-        st = os.stat(fspath)
-    except FileNotFoundError:
-        raise UsageError(f"no such package: {fspath}", hint="check the path; a package is a .pt2 file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {fspath}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{fspath} is not a regular file", hint="pass the .pt2 file, not a folder")
-
+    st = _regular_file(fspath)
     findings: list[Finding] = []
-    unreadable = error(
-        "archive.unreadable",
-        PHASE,
-        "",
-        expected="a .pt2 zip archive",
-        found=f"{st.st_size} bytes that are not a complete zip",
-        hint="the file may be truncated or not a package; copy it again and compare its sha256 with the release",
-    )
-    try:
-        with open(fspath, "rb") as fh:
-            end = read_end(fh, st.st_size)
-    except (OSError, ValueError, OverflowError, struct.error) as exc:
-        end = EndProblem("unreadable", f"cannot be read: {exc}")
-    if isinstance(end, EndProblem):
-        if end.kind == "unreadable":
-            findings.append(replace(unreadable, message=f"{os.path.basename(fspath)} is not a readable zip archive: it {end.text}"))
-        else:
-            findings.append(_ambiguous(end.text))
+    opened = _open_zip(fspath, st.st_size, limits, findings)
+    if opened is None:
         return None, findings
-    if end.entries > limits.max_entries or end.cd_size > limits.max_directory_bytes:
-        findings.append(
-            error(
-                "archive.too_large",
-                PHASE,
-                f"archive declares {end.entries} entries in a {end.cd_size}-byte central directory",
-                expected=f"at most {limits.max_entries} entries and {limits.max_directory_bytes} bytes",
-                found=f"{end.entries} entries, {end.cd_size} bytes",
-                hint="this is not a package aoti-guard built",
-            )
-        )
-        return None, findings
-    try:
-        zf = zipfile.ZipFile(fspath, "r")
-        infos = zf.infolist()
-    except (*READ_ERRORS, zipfile.LargeZipFile, OverflowError, IndexError, KeyError, struct.error) as exc:
-        findings.append(replace(unreadable, message=f"{os.path.basename(fspath)} is not a readable zip archive: {str(exc)[:300]}"))
-        return None, findings
-
-    if len(infos) > limits.max_entries:
-        findings.append(
-            error(
-                "archive.too_large",
-                PHASE,
-                f"archive has {len(infos)} entries",
-                expected=f"at most {limits.max_entries}",
-                found=str(len(infos)),
-                hint="this is not a package aoti-guard built",
-            )
-        )
-        zf.close()
-        return None, findings
-
-    try:
-        with open(fspath, "rb") as fh:
-            problems = layout_problems(fh, infos, end)
-    except (OSError, ValueError, OverflowError, struct.error) as exc:
-        problems = [f"cannot be read byte by byte: {exc}"]
-    if problems:
-        findings.extend(_ambiguous(p) for p in problems)
-        zf.close()
-        return None, findings
-
-    # Counted in one pass: a zip with 100,000 entries under 100,000 roots must not cost 10**10 steps.
-    per_root = Counter(i.filename.split("/", 1)[0] for i in infos if "/" in i.filename)
-    roots = set(per_root)
-    root = max(sorted(roots), key=lambda r: per_root[r]) if roots else ""
+    zf, infos = opened
+    root = _root(infos)
     if not root:
         findings.append(
             error(
@@ -284,7 +215,83 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
         )
         zf.close()
         return None, findings
+    entries = _entries(infos, root, limits, findings)
+    return Archive(fspath, zf, root, entries), findings
 
+
+def _regular_file(fspath: str) -> os.stat_result:
+    try:
+        st = os.stat(fspath)
+    except FileNotFoundError:
+        raise UsageError(f"no such package: {fspath}", hint="check the path; a package is a .pt2 file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {fspath}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{fspath} is not a regular file", hint="pass the .pt2 file, not a folder")
+    return st
+
+
+def _unreadable(fspath: str, size: int, why: str) -> Finding:
+    return error(
+        "archive.unreadable",
+        PHASE,
+        f"{os.path.basename(fspath)} is not a readable zip archive: {why}",
+        expected="a .pt2 zip archive",
+        found=f"{size} bytes that are not a complete zip",
+        hint="the file may be truncated or not a package; copy it again and compare its sha256 with the release",
+    )
+
+
+def _too_large(message: str, expected: str, found: str) -> Finding:
+    return error("archive.too_large", PHASE, message, expected=expected, found=found, hint="this is not a package aoti-guard built")
+
+
+def _open_zip(fspath: str, size: int, limits: Limits, findings: list[Finding]) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]] | None:
+    """The zip and its entries, once its end records, sizes and byte layout are unambiguous;
+    else None with the findings that say why."""
+    try:
+        with open(fspath, "rb") as fh:
+            end = read_end(fh, size)
+    except (OSError, ValueError, OverflowError, struct.error) as exc:
+        end = EndProblem("unreadable", f"cannot be read: {exc}")
+    if isinstance(end, EndProblem):
+        findings.append(_unreadable(fspath, size, f"it {end.text}") if end.kind == "unreadable" else _ambiguous(end.text))
+        return None
+    if end.entries > limits.max_entries or end.cd_size > limits.max_directory_bytes:
+        expected = f"at most {limits.max_entries} entries and {limits.max_directory_bytes} bytes"
+        message = f"archive declares {end.entries} entries in a {end.cd_size}-byte central directory"
+        findings.append(_too_large(message, expected, f"{end.entries} entries, {end.cd_size} bytes"))
+        return None
+    try:
+        zf = zipfile.ZipFile(fspath, "r")
+        infos = zf.infolist()
+    except (*READ_ERRORS, zipfile.LargeZipFile, OverflowError, IndexError, KeyError, struct.error) as exc:
+        findings.append(_unreadable(fspath, size, str(exc)[:300]))
+        return None
+    if len(infos) > limits.max_entries:
+        findings.append(_too_large(f"archive has {len(infos)} entries", f"at most {limits.max_entries}", str(len(infos))))
+        zf.close()
+        return None
+    try:
+        with open(fspath, "rb") as fh:
+            problems = layout_problems(fh, infos, end)
+    except (OSError, ValueError, OverflowError, struct.error) as exc:
+        problems = [f"cannot be read byte by byte: {exc}"]
+    if problems:
+        findings.extend(_ambiguous(p) for p in problems)
+        zf.close()
+        return None
+    return zf, infos
+
+
+def _root(infos: list[zipfile.ZipInfo]) -> str:
+    # Counted in one pass: a zip with 100,000 entries under 100,000 roots must not cost 10**10 steps.
+    per_root = Counter(i.filename.split("/", 1)[0] for i in infos if "/" in i.filename)
+    return max(sorted(per_root), key=lambda r: per_root[r]) if per_root else ""
+
+
+def _entries(infos: list[zipfile.ZipInfo], root: str, limits: Limits, findings: list[Finding]) -> dict[str, Entry]:
+    """The safe entries by name under the root; a finding for each unsafe one (capped)."""
     entries: dict[str, Entry] = {}
     seen: set[str] = set()
     total = 0
@@ -323,7 +330,7 @@ def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tup
                 hint="a zip bomb or a corrupted archive",
             )
         )
-    return Archive(fspath, zf, root, entries), findings
+    return entries
 
 
 def _entry_problem(i: zipfile.ZipInfo, root: str, seen: set[str], limits: Limits) -> Finding | None:

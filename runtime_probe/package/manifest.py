@@ -69,6 +69,7 @@ class TensorSpec:
     stride: tuple[int | str, ...]  # ints, or expressions over the symbols
     contiguous: bool
     device: str  # device type: "cpu", "cuda"
+    value_range: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

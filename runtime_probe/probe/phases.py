@@ -11,20 +11,22 @@ import json
 import os
 import platform
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_probe import layout
+from runtime_probe.child.failures import Reporter, failure_finding, no_weights
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.formats import safetensors as _safetensors
-from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
+from runtime_probe.formats.wrapper_cpp import WrapperFacts, parse_wrapper_cpp
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
-from runtime_probe.ladder.readers import input_check
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import check_weights
+from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import PublicKey
@@ -36,9 +38,10 @@ __all__ = ["Device", "Phase", "Shared", "archive_phase", "constants_phase", "gol
 class Shared:
     """What every device's phases share: the verified archive and its manifest."""
 
-    path: str
+    path: str  # the package as given; after the archive phase, the private copy that is verified and loaded
     options: ProbeOptions
     tmp: str
+    source: str = ""  # the package as given (reports, commands)
     archive: Archive | None = None
     manifest: Manifest | None = None
     golden_path: str | None = None
@@ -65,6 +68,11 @@ Phase = tuple[list[Finding], dict[str, Any], bool]
 
 
 def archive_phase(shared: Shared) -> Phase:
+    shared.source = shared.source or shared.path
+    try:
+        shared.path = private_copy(shared.source, os.path.join(shared.tmp, "package"))
+    except OSError as exc:
+        return [tmpdir_finding(exc, shared.tmp)], {}, False
     archive, findings = open_archive(shared.path)
     shared.archive = archive
     detail: dict[str, Any] = {}
@@ -119,20 +127,62 @@ def package_device(archive: Archive, manifest: Manifest | None) -> str:
     return "cpu"
 
 
+def _wrapper_facts(archive: Archive, model: str) -> WrapperFacts | None:
+    """What the model's generated wrapper.cpp says (None when it is absent or unreadable)."""
+    for e in archive.model_files(model):
+        if e.rel.endswith(".wrapper.cpp"):
+            try:
+                return parse_wrapper_cpp(archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
+            except READ_ERRORS:
+                continue
+    return None
+
+
 def _plain_requirements(shared: Shared) -> Requirements:
     """What a package without a manifest needs, read from its own files."""
     assert shared.archive is not None
     isa: tuple[str, ...] = ()
-    for e in shared.archive.model_files(layout.RELEASE_MODEL):
-        if e.rel.endswith(".wrapper.cpp"):
-            try:
-                facts = parse_wrapper_cpp(shared.archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
-            except READ_ERRORS:
-                continue
-            from runtime_probe.host.cpu import flags_from_mflags
+    facts = _wrapper_facts(shared.archive, layout.RELEASE_MODEL)
+    if facts is not None:
+        from runtime_probe.host.cpu import flags_from_mflags
 
-            isa = tuple(sorted(flags_from_mflags(list(facts.isa_flags))))
+        isa = tuple(sorted(flags_from_mflags(list(facts.isa_flags))))
     return Requirements(device_type=package_device(shared.archive, shared.manifest), cpu_isa=isa)
+
+
+def _weights_entry(archive: Archive) -> bool:
+    """The package ships its weights beside the .so (a weights blob or a weights folder)."""
+    return any("weights" in e.rel.rsplit("/", 1)[-1] or e.rel.startswith("data/weights/") for e in archive.entries.values())
+
+
+def _weightless(shared: Shared, dev: Device) -> Finding | None:
+    """An error when the loaded model's constants were never set: a package built without its
+    weights (package_constants_in_so=False) and no --weights. Its first call reads unset memory
+    (SIGSEGV), so the golden phase must not make it. Known from the manifest, else from the
+    wrapper.cpp's ``AOTInductorModelBase(..., include_weights=false)`` together with the constant
+    FQNs the loaded model reports (get_constant_fqns)."""
+    assert shared.archive is not None
+    if shared.options.weights is not None:
+        return None
+    loaded = dev.host.get("loaded_constant_fqns") or []
+    if shared.manifest is not None:
+        if not no_weights(shared.manifest, False) or not (loaded or shared.manifest.package_constants()):
+            return None
+        source = "the manifest says it was built with aot_inductor.package_constants_in_so=False"
+    else:
+        facts = _wrapper_facts(shared.archive, layout.RELEASE_MODEL)
+        if facts is None or facts.include_weights is not False or not loaded or _weights_entry(shared.archive):
+            return None
+        source = f"its wrapper.cpp builds the model with include_weights=false ({facts.num_constants} constant(s))"
+    return error(
+        "constants.missing",
+        "constants",
+        f"the package carries no weights and none were given: {source}, and the loaded model has {len(loaded)} constant(s) that were never set",
+        expected=f"{len(loaded)} constant(s) loaded (--weights FILE.safetensors)",
+        found="none loaded",
+        hint="pass --weights FILE.safetensors (checked before load_constants), or rebuild with package_constants_in_so=True; the model was not called: its first call would read unset memory (SIGSEGV)",
+        evidence={"constants": sorted(loaded)[:50]},
+    )
 
 
 def host_phase(shared: Shared, dev: Device) -> Phase:
@@ -150,47 +200,8 @@ def host_phase(shared: Shared, dev: Device) -> Phase:
 
 
 def _child_finding(exc: ChildFailure, what: str, stage: str, shared: Shared, dev: Device) -> Finding:
-    evidence: dict[str, Any] = {"stderr_tail": exc.stderr[-6000:], "stdout_tail": exc.stdout[-3000:], **exc.evidence}
-    phase = "load" if stage == "load" else "golden"
-    if isinstance(exc, ChildCrashed):
-        sig = exc.signal or f"exit code {exc.returncode}"
-        hint = "the native code crashed: the escalate phase reruns it with more instruments"
-        if exc.signal == "SIGKILL":
-            # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's
-            # memory limit, or an operator) did.
-            hint = "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size"
-        m = shared.manifest
-        if m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and not shared.options.weights:
-            hint = "this package carries no weights (built with package_constants_in_so=False): pass --weights FILE.safetensors"
-        native = exc.evidence.get("native") or []
-        message = f"{what}: the child process died ({sig})" + (f"; last native output: {native[-1][:300]}" if native else "")
-        return error(f"{stage}.crash", phase, message, found=sig, hint=hint, evidence=evidence)
-    if isinstance(exc, ChildTimeout):
-        return error(
-            f"{stage}.timeout",
-            phase,
-            f"{what}: no answer within {exc.seconds:.0f}s; the child and its children were killed",
-            hint="raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)",
-            evidence=evidence,
-        )
-    assert isinstance(exc, ChildRaised)
-    evidence["traceback"] = str(exc.evidence.get("traceback", ""))[-4000:]
-    check = input_check(exc.stderr)
-    if check is not None and shared.manifest is not None:
-        name = shared.manifest.io.tensor_input_name(check.index)
-        return error(
-            check.code,
-            phase,
-            f"{name}: {what} was rejected by AOTI's input check: {check.line}",
-            found=check.line,
-            hint="the inputs break the compiled contract",
-            evidence={**evidence, "argument": name},
-        )
-    native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
-    detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
-    return error(
-        f"{stage}.error", phase, f"{what} raised: {detail[:500]}", hint="the native error is in evidence.stderr_tail", evidence=evidence
-    )
+    rep = Reporter("load" if stage == "load" else "golden", shared.manifest, weights_given=bool(shared.options.weights))
+    return failure_finding(exc, what, stage, rep)
 
 
 def _replay_kind(exc: ChildFailure) -> str:
@@ -211,12 +222,10 @@ def load_phase(shared: Shared, dev: Device) -> Phase:
     return [], {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}, True
 
 
-def constants_phase(shared: Shared, dev: Device) -> Phase:
-    assert dev.worker is not None
+def _compare_constants(m: Manifest | None, loaded: list[str] | None) -> tuple[list[Finding], dict[str, Any]]:
+    """The loaded model's constant FQNs against the manifest's."""
     findings: list[Finding] = []
-    loaded = dev.host.get("loaded_constant_fqns")
     detail: dict[str, Any] = {}
-    m = shared.manifest
     if m is not None and loaded is not None:
         expected = {c.fqn for c in m.package_constants()}
         for fqn in sorted(expected - set(loaded)):
@@ -241,6 +250,16 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
                 )
             )
         detail["checked"] = len(expected)
+    return findings, detail
+
+
+def constants_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None
+    weightless = _weightless(shared, dev)
+    if weightless is not None:
+        return [weightless], {}, False
+    m = shared.manifest
+    findings, detail = _compare_constants(m, dev.host.get("loaded_constant_fqns"))
     if shared.options.weights is not None:
         if m is None:
             findings.append(
@@ -353,6 +372,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                     exc, f"running {'the --inputs' if sample_id == 'inputs' else 'golden sample ' + sample_id}", "run", shared, dev
                 )
             )
+            if sample_id == "inputs" and findings[-1].code == "run.device_assert":
+                findings[-1] = _named_index(shared, findings[-1])
             if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
                 dev.replay = Replay("run", _replay_kind(exc), _replay_args(args))
             if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
@@ -413,8 +434,24 @@ def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, li
         for extra in [sorted(set(header.tensors) - set(names))]
         if extra
     ]
+    values = value_range_findings(shared.options.inputs, header, shared.manifest.io.tensor_inputs(), "golden")
+    if values:
+        return None, findings + values  # never hand native code an index outside its table
     sample = {"id": "inputs", "inputs": {n: n for n in names}, "outputs": {}, "symbols": {}}
     return _run_args(shared, dev, os.path.abspath(shared.options.inputs), sample, user=True), findings
+
+
+def _named_index(shared: Shared, finding: Finding) -> Finding:
+    """A device assert on a table's bounds, with the --inputs value that broke them named."""
+    assert shared.manifest is not None and shared.options.inputs is not None
+    try:
+        header = _safetensors.read_header(shared.options.inputs)
+        named = name_the_index(finding.found or "", shared.options.inputs, header, shared.manifest.io.tensor_inputs())
+    except (_safetensors.SafetensorsError, OSError):
+        named = None
+    if named is None:
+        return finding
+    return replace(finding, message=f"{named} ({finding.message})", evidence={**finding.evidence, "named": named})
 
 
 def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list[Finding]:

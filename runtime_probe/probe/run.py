@@ -9,19 +9,25 @@ probed in parallel, one child per device, each in its own report section.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import ChildFailure, Worker
 from runtime_probe.errors import UsageError
+from runtime_probe.findings import error
 from runtime_probe.host.rules import parse_device
 from runtime_probe.ladder.steps import LadderContext, run_ladder
 from runtime_probe.package.archive import sha256_file
+from runtime_probe.package.private_copy import tmpdir_finding
 from runtime_probe.probe.options import PHASES, ProbeOptions, ProgressFn
 from runtime_probe.probe.phases import (
     Device,
@@ -60,6 +66,10 @@ def _check_options(options: ProbeOptions) -> None:
 def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, progress: ProgressFn | None = None) -> Report:
     """Probe a package on this host and return the report (``report.exit_code`` is 0 or 1).
 
+    Everything is read from one private copy of the package (package/private_copy.py), in a
+    temporary folder that is removed on the way out, also after a crash of the child, a timeout,
+    an escalation or SIGTERM; the children's TMPDIR is inside it.
+
     Raises:
         UsageError: the package path or an option is unusable.
     """
@@ -69,59 +79,131 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
     public_key = (
         load_public_key(options.public_key) if options.public_key is not None else None
     )  # a bad key file: usage error, before any work
-    say = progress or (lambda phase, event: None)
-    results: list[PhaseResult] = []
-    sections: list[Report] = []
-    host: dict[str, Any] = {}
-    extra: dict[str, Any] = {"fast": options.fast}
-    with tempfile.TemporaryDirectory(prefix="runtime-probe-") as tmp:
-        shared = Shared(fspath, options, tmp, public_key=public_key)
+    run = _Run(fspath, options, progress or (lambda phase, event: None))
+    with _sigterm_raises():
+        try:
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-")
+        except OSError as exc:
+            finding = tmpdir_finding(exc, os.path.join(tempfile.gettempdir(), "runtime-probe-"))
+            return run.report([make_phase("archive", 0.0, [finding]), *_skipped("archive")])
+        try:
+            return run.probe(Shared(fspath, options, tmp, public_key=public_key))
+        except Terminated:
+            phase = run.current or "archive"
+            finding = error(
+                "env.terminated",
+                phase,
+                f"the probe was terminated (SIGTERM) during the {phase} phase",
+                hint="its child process was killed and its temporary files removed; rerun the probe",
+            )
+            return run.report([*run.results, make_phase(phase, 0.0, [finding])])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (every ``finally`` closes its child and removes its files)."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While probing in the main thread, SIGTERM raises Terminated instead of killing the probe
+    outright (which would leave the child and the temporary folder behind)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@dataclass
+class _Run:
+    """One probe: its phases' results so far, and the phase that is running."""
+
+    path: str
+    options: ProbeOptions
+    say: ProgressFn
+    results: list[PhaseResult] = field(default_factory=list)
+    current: str | None = None
+    sha256: str | None = None
+
+    def progress(self, phase: str, event: str) -> None:
+        if event == "start":
+            self.current = phase.rsplit(" ", 1)[-1]
+        self.say(phase, event)
+
+    def probe(self, shared: Shared) -> Report:
+        say = self.progress
+        sections: list[Report] = []
+        host: dict[str, Any] = {}
+        extra: dict[str, Any] = {"fast": self.options.fast}
         try:
             say("archive", "start")
             started = time.monotonic()
             findings, detail, ok = archive_phase(shared)
-            results.append(make_phase("archive", time.monotonic() - started, findings, detail))
-            say("archive", results[-1].status)
+            self.results.append(make_phase("archive", time.monotonic() - started, findings, detail))
+            say("archive", self.results[-1].status)
+            if shared.path != self.path:  # the private copy: what was verified and is loaded
+                self.sha256 = sha256_file(shared.path)
             if not ok:
-                results += _skipped("archive")
-            elif options.all_devices:
+                self.results += _skipped("archive")
+            elif self.options.all_devices:
                 sections = _all_devices(shared, say)
                 extra["devices"] = [s.title for s in sections]
             else:
                 assert shared.archive is not None  # the archive phase passed
                 dev_type = package_device(shared.archive, shared.manifest)
                 index = None
-                if options.device is not None:
-                    dev_type, index = parse_device(options.device)
+                if self.options.device is not None:
+                    dev_type, index = parse_device(self.options.device)
                 dev = Device(dev_type, index)
-                results += _device_phases(shared, dev, say)
+                self.results += _device_phases(shared, dev, say)
                 host = dev.host
                 extra["device"] = dev.device
         finally:
             if shared.archive is not None:
                 shared.archive.close()
-    package: dict[str, Any] = {"path": os.path.abspath(fspath)}
-    try:
-        package.update(sha256=sha256_file(fspath), bytes=os.path.getsize(fspath))
-    except OSError:
-        pass
-    if shared.manifest is not None:
-        m = shared.manifest
-        extra["model"] = {
-            "inputs": [i.name for i in m.io.inputs],
-            "outputs": [o.name for o in m.io.outputs],
-            "built_with": m.toolchain.torch,
-        }
-    return Report(
-        kind="probe",
-        package=package,
-        phases=tuple(results),
-        host=host,
-        extra=extra,
-        sections=tuple(sections),
-        tool_version=__version__,
-        title=f"probe {os.path.basename(fspath)}",
-    )
+        if shared.manifest is not None:
+            m = shared.manifest
+            extra["model"] = {
+                "inputs": [i.name for i in m.io.inputs],
+                "outputs": [o.name for o in m.io.outputs],
+                "built_with": m.toolchain.torch,
+            }
+        return self.report(self.results, host=host, extra=extra, sections=sections)
+
+    def report(
+        self,
+        results: list[PhaseResult],
+        *,
+        host: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+        sections: list[Report] | None = None,
+    ) -> Report:
+        package: dict[str, Any] = {"path": os.path.abspath(self.path)}
+        try:
+            package["bytes"] = os.path.getsize(self.path)
+        except OSError:
+            pass
+        if self.sha256 is not None:
+            package["sha256"] = self.sha256  # of the bytes that were verified and loaded
+        return Report(
+            kind="probe",
+            package=package,
+            phases=tuple(results),
+            host=host or {},
+            extra=extra or {"fast": self.options.fast},
+            sections=tuple(sections or ()),
+            tool_version=__version__,
+            title=f"probe {os.path.basename(self.path)}",
+        )
 
 
 def _skipped(after: str) -> list[PhaseResult]:
@@ -145,9 +227,17 @@ def _step(name: str, phase: Callable[[Shared, Device], Phase], dev: Device) -> C
     return step
 
 
+def _child_env(shared: Shared) -> dict[str, str | None]:
+    """The options' environment, with TMPDIR inside the probe's own folder: torch's loader
+    extracts the package there, and a child that crashes leaves nothing outside it."""
+    child_tmp = os.path.join(shared.tmp, "child-tmp")
+    os.makedirs(child_tmp, mode=0o700, exist_ok=True)
+    return {**shared.options.env, "TMPDIR": child_tmp}
+
+
 def _new_worker(shared: Shared) -> Worker:
     """A device's child: AOTI's own input checks on, so a wrong input is an error, not garbage."""
-    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **shared.options.env}, python=shared.options.python)
+    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **_child_env(shared)}, python=shared.options.python)
 
 
 def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker | None = None) -> list[PhaseResult]:
@@ -184,7 +274,7 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
         return [
             Report(
                 kind="probe",
-                package={"path": shared.path},
+                package={"path": shared.source},
                 phases=tuple(_device_phases(shared, dev, say, counter)),
                 host=dev.host,
                 title="cuda (no device visible)",
@@ -203,7 +293,7 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
     for t in threads:
         t.join()
     return [
-        Report(kind="probe", package={"path": shared.path}, phases=tuple(phases.get(i, [])), host=d.host, title=d.label)
+        Report(kind="probe", package={"path": shared.source}, phases=tuple(phases.get(i, [])), host=d.host, title=d.label)
         for i, d in enumerate(devices)
     ]
 
@@ -223,8 +313,9 @@ def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> Phas
         device_type=dev.device_type,
         device_index=dev.device_index,
         python=shared.options.python,
-        env=dict(shared.options.env),
+        env=_child_env(shared),
         tmp=tempfile.mkdtemp(dir=shared.tmp, prefix="ladder-"),
+        shown_path=os.path.abspath(shared.source),
         host=dev.host,
         deadline=started + shared.options.escalate_timeout_s,
         step_timeout=shared.options.timeout_s,

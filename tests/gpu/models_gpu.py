@@ -81,3 +81,37 @@ def example_cuda() -> Any:
 
     move = lambda t: t.cuda() if isinstance(t, torch.Tensor) else t  # noqa: E731
     return BuildSpec(spec.model.cuda(), tuple(pytree.tree_map(move, list(spec.args))), {}, spec.dynamic_shapes, name="example_cuda")
+
+
+class MaskedSoftmax(torch.nn.Module):
+    """Scores masked to -inf; a fully masked row makes softmax 0/0 = NaN (issue 13 case 3)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.lin(x).masked_fill(mask, float("-inf")), dim=-1) * 2.0
+
+
+def masked_softmax() -> Any:
+    torch.manual_seed(6)
+    mask = torch.zeros(8, 32, dtype=torch.bool, device="cuda")
+    mask[1] = True
+    return MaskedSoftmax().cuda().eval(), (torch.randn(8, 32, device="cuda"), mask)
+
+
+class Embed(torch.nn.Module):
+    """A token embedding of 1000 rows (issue 13 case 4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(1000, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(ids).sum(dim=1)
+
+
+def embed() -> Any:
+    torch.manual_seed(7)
+    return Embed().cuda().eval(), (torch.randint(0, 1000, (4, 6), device="cuda"),)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCENARIOS", "Fault"]
+__all__ = ["SCENARIOS", "Fault", "inject_env"]
 
 SITECUSTOMIZE = """
 import os, subprocess, sys, time
@@ -32,7 +32,19 @@ fault = os.environ.get("AOTI_GUARD_TEST_FAULT")
 if fault:
     from runtime_probe.child import ops as _ops
 
+    _real_load = _ops.OPS["load"]
+
     def faulty_load(state, **kw):
+        if fault == "cxx":
+            # A C++ runtime mismatch as the GPU machine shows it: a SIGSEGV inside libstdc++'s
+            # std::locale, that goes away when a libstdc++ is preloaded (the ladder's remedy).
+            if "libstdc++" in os.environ.get("LD_PRELOAD", ""):
+                return _real_load(state, **kw)
+            import ctypes
+
+            ctor = ctypes.CDLL("libstdc++.so.6")._ZNSt6localeC1EPKc
+            ctor.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            ctor(None, b"C")
         if fault == "hang":
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             with open(os.environ["AOTI_GUARD_TEST_PIDFILE"], "w") as fh:
@@ -51,6 +63,20 @@ if fault:
                 sys.stderr.write("Error: " + line)
             sys.stdout.flush()
             raise RuntimeError("flooded")
+        if fault == "crash_after_load":
+            # torch has extracted the package to TMPDIR; a crash skips the loader's cleanup
+            _real_load(state, **kw)
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "rlimit":
+            # an address-space limit 64 MiB above what the child maps now: the load runs out
+            import resource
+
+            mapped = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            resource.setrlimit(resource.RLIMIT_AS, (mapped + (64 << 20), resource.RLIM_INFINITY))
+            hog = [bytearray(16 << 20) for _ in range(64)]
+            return _real_load(state, **kw)
         raise RuntimeError(f"unknown fault {fault}")
 
     _ops.OPS["load"] = faulty_load
@@ -71,15 +97,21 @@ class Fault:
             self.problems.append(problem)
 
 
-def _probe(
-    pkg: Path, work: Path, fault: str | None, *args: str, **env: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
+def inject_env(work: Path, fault: str | None) -> dict[str, str]:
+    """The environment that makes every child interpreter started under it misbehave as ``fault``
+    says (the sitecustomize above): used by the probe's and the build's fault tests alike."""
     inject = work / "inject"
     inject.mkdir(exist_ok=True)
     (inject / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    report = work / f"{fault}.json"
     pythonpath = os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p)
-    extra = {"PYTHONPATH": pythonpath, "AOTI_GUARD_TEST_FAULT": fault or "", **env}
+    return {"PYTHONPATH": pythonpath, "AOTI_GUARD_TEST_FAULT": fault or ""}
+
+
+def _probe(
+    pkg: Path, work: Path, fault: str | None, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
+    report = work / f"{fault}.json"
+    extra = {**inject_env(work, fault), **env}
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "runtime_probe", str(pkg), "--json", str(report), *args],
@@ -252,10 +284,129 @@ def concurrent(pkg: Path, work: Path) -> Fault:
     return f
 
 
+def _left_behind(tmpdir: Path) -> list[str]:
+    return sorted(os.listdir(tmpdir)) if tmpdir.exists() else []
+
+
+def leak_after_crash(pkg: Path, work: Path) -> Fault:
+    f = Fault("child crashes after torch extracted the package", "load extracts to TMPDIR, then SIGSEGV; the ladder reruns it")
+    tmpdir = work / "tmp"
+    tmpdir.mkdir(parents=True)
+    proc, report, seconds = _probe(pkg, work, "crash_after_load", "--escalate-timeout", "120", TMPDIR=str(tmpdir))
+    _common(f, proc, report, seconds)
+    f.check(proc.returncode == 1, f"exit {proc.returncode}, expected 1")
+    f.check(_finding(report, "load.crash").get("found") == "SIGSEGV", "no load.crash SIGSEGV finding")
+    left = _left_behind(tmpdir)
+    f.check(not left, f"left in TMPDIR: {left[:5]}")
+    f.observed += f"; TMPDIR after: {len(left)} entries"
+    return f
+
+
+def tmpdir_full(pkg: Path, work: Path) -> Fault:
+    f = Fault("TMPDIR full", "no file in TMPDIR may grow past 256 KiB (RLIMIT_FSIZE): the private copy of the package fails")
+    tmpdir = work / "tmp"
+    tmpdir.mkdir(parents=True)
+
+    def limit() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() fails with EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+
+    report = work / "full.json"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime_probe", str(pkg), "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        preexec_fn=limit,
+    )
+    data = json.loads(report.read_text()) if report.exists() else {"phases": []}
+    _common(f, proc, data, time.monotonic() - started)
+    f.check(proc.returncode == 3, f"exit {proc.returncode}, expected 3 (the tool could not run)")
+    f.check(bool(_finding(data, "env.tmpdir_unusable")), "no env.tmpdir_unusable finding")
+    left = _left_behind(tmpdir)
+    f.check(not left, f"left in TMPDIR: {left[:5]}")
+    return f
+
+
+def memory_limit(pkg: Path, work: Path) -> Fault:
+    f = Fault("child out of memory", "load runs under an address-space limit (RLIMIT_AS) 64 MiB above its size")
+    tmpdir = work / "tmp"
+    tmpdir.mkdir(parents=True)
+    proc, report, seconds = _probe(pkg, work, "rlimit", "--no-escalate", TMPDIR=str(tmpdir))
+    _common(f, proc, report, seconds)
+    failed = _finding(report, "load.error") or _finding(report, "load.crash")
+    f.check(proc.returncode == 1 and bool(failed), f"exit {proc.returncode}, no load.error/load.crash")
+    f.check("memory" in (failed.get("hint") or ""), "the hint does not name memory")
+    f.check(seconds < 120, f"took {seconds:.0f}s")
+    f.check(not _left_behind(tmpdir), "files left in TMPDIR")
+    return f
+
+
+def sigterm(pkg: Path, work: Path) -> Fault:
+    f = Fault("SIGTERM to the probe", "the probe is terminated while its child hangs in load (with a grandchild)")
+    tmpdir = work / "tmp"
+    tmpdir.mkdir(parents=True)
+    pidfile, report = work / "grandchild.pid", work / "sigterm.json"
+    env = {**os.environ, **inject_env(work, "hang"), "TMPDIR": str(tmpdir), "AOTI_GUARD_TEST_PIDFILE": str(pidfile)}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runtime_probe", str(pkg), "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    while not pidfile.exists() and time.monotonic() - started < 120 and proc.poll() is None:
+        time.sleep(0.2)
+    proc.terminate()
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        f.problems.append("the probe did not end within 60 s of SIGTERM")
+    data = json.loads(report.read_text()) if report.exists() else {"phases": []}
+    _common(f, subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode()), data, time.monotonic() - started)
+    f.check(proc.returncode == 3, f"exit {proc.returncode}, expected 3")
+    f.check(bool(_finding(data, "env.terminated")), "no env.terminated finding")
+    if pidfile.exists():
+        grandchild = int(pidfile.read_text())
+        deadline = time.monotonic() + 10
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        f.check(not _alive(grandchild), "the child's process group survived")
+    else:
+        f.problems.append("the child never reached load")
+    f.check(not _left_behind(tmpdir), "files left in TMPDIR")
+    return f
+
+
+def fifo_package(pkg: Path, work: Path) -> Fault:
+    f = Fault("package on a stalling filesystem", "the package path is a FIFO nobody writes to (reads would block forever)")
+    work.mkdir(parents=True, exist_ok=True)
+    fifo = work / "model.pt2"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "runtime_probe", str(fifo)], capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - started
+    _common(f, proc, {"phases": []}, seconds)
+    f.observed = f"exit {proc.returncode}; {proc.stderr.strip().splitlines()[-1][:120] if proc.stderr.strip() else ''}"
+    f.check(proc.returncode == 2, f"exit {proc.returncode}, expected 2 (usage error)")
+    f.check("not a regular file" in proc.stderr + proc.stdout, "the error does not say the path is not a regular file")
+    f.check(seconds < 60, f"took {seconds:.0f}s")
+    return f
+
+
 SCENARIOS: dict[str, Callable[[Path, Path], Fault]] = {
     "hang": hang,
     "oom": oom,
     "flood": flood,
     "read_only": read_only,
     "concurrent": concurrent,
+    "leak_after_crash": leak_after_crash,
+    "tmpdir_full": tmpdir_full,
+    "memory_limit": memory_limit,
+    "sigterm": sigterm,
+    "fifo_package": fifo_package,
 }

@@ -112,8 +112,33 @@ def plain_pkg(pkg_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def plain_noweights_pkg(pkg_dir: Path) -> Path:
+    """A package made by torch alone without its weights (package_constants_in_so=False), no manifest."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    try:
+        import models
+    finally:
+        sys.path.pop(0)
+    model, args = models.static()
+    ep = torch.export.export(model, args)
+    path = pkg_dir / "plain-noweights.pt2"
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"aot_inductor.package_constants_in_so": False})
+    return path
+
+
+@pytest.fixture(scope="session")
 def sqrt_pkg(pkg_dir: Path) -> Built:
     """A model with a debug twin whose output turns NaN on negative inputs."""
     built = build_package(pkg_dir, "sqrt", f"{MODELS}:sqrt_chain")
+    assert built.returncode == 0, built.stdout + built.stderr
+    return built
+
+
+@pytest.fixture(scope="session")
+def embed_pkg(pkg_dir: Path) -> Built:
+    """A token embedding of 1000 rows: its ids input indexes the table."""
+    built = build_package(pkg_dir, "embed", f"{MODELS}:embed", "--no-debug-twin")
     assert built.returncode == 0, built.stdout + built.stderr
     return built

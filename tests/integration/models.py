@@ -186,3 +186,38 @@ def shifted() -> Any:
     n = Dim("n", min=2, max=12)
     x, y = torch.randn(5, 4), torch.randn(6, 4)
     return BuildSpec(Shifted().eval(), (x, y), {}, {"x": {0: n}, "y": {0: n + 1}}, name="shifted")
+
+
+class MaskedSoftmax(torch.nn.Module):
+    """Attention scores masked to -inf; a fully masked row makes softmax 0/0 = NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = self.lin(x).masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) * 2.0
+
+
+def masked_softmax() -> Any:
+    torch.manual_seed(6)
+    mask = torch.zeros(4, 8, dtype=torch.bool)
+    mask[1] = True  # row 1 fully masked
+    return MaskedSoftmax().eval(), (torch.randn(4, 8), mask)
+
+
+class Embed(torch.nn.Module):
+    """A token embedding of 1000 rows: ids index the table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(1000, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(ids).sum(dim=1)
+
+
+def embed() -> Any:
+    torch.manual_seed(7)
+    return Embed().eval(), (torch.randint(0, 1000, (4, 6)),)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import Built
+from tests.hostile.faults import inject_env
+
+from .conftest import Built, run_probe
 from .test_probe import codes, probe_json, status
 
 pytestmark = pytest.mark.integration
@@ -21,16 +24,26 @@ def escalate_phase(report: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (.ci/run installs it)")
-def test_crash_without_weights_is_named_by_the_native_frames(noweights_pkg: Built, tmp_path: Path) -> None:
-    proc, report = probe_json(noweights_pkg.path, tmp_path, "--escalate-timeout", "300")
-    assert proc.returncode == 1
+def test_cxx_runtime_crash_at_load_is_named_and_its_remedy_verified(static_pkg: Built, tmp_path: Path) -> None:
+    """The GPU machine's C++ runtime crash, injected on CPU (tests/hostile/faults.py "cxx"): a
+    SIGSEGV in libstdc++'s std::locale at load that a preloaded libstdc++ makes go away."""
+    report_path = tmp_path / "cxx.json"
+    env = inject_env(tmp_path, "cxx")
+    proc = run_probe(str(static_pkg.path), "--json", str(report_path), "--escalate-timeout", "300", env=env)
+    report = json.loads(report_path.read_text())
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    load = next(p for p in report["phases"] if p["name"] == "load")
+    assert [f["found"] for f in load["findings"] if f["code"] == "load.crash"] == ["SIGSEGV"]
     esc = escalate_phase(report)
     steps = {s["step"]: s for s in esc["detail"]["steps"]}
-    assert list(steps) == ["strict", "twin", "native", "remedy"]
-    assert steps["strict"]["outcome"] == "crashed (SIGSEGV)"
-    assert steps["native"]["evidence"]["signal"] == "SIGSEGV" and steps["native"]["evidence"]["frames"]
-    cause = next(f for f in esc["findings"] if f["code"] == "constants.missing")
-    assert "--weights" in cause["hint"] and cause["evidence"]["frames"]
+    assert list(steps) == ["strict", "native", "remedy"]
+    assert steps["native"]["evidence"]["cause"] == "cxx_runtime"
+    cause = next(f for f in esc["findings"] if f["code"] == "env.cxx_runtime_mismatch" and f["severity"] == "error")
+    assert "std::locale" in cause["evidence"]["deciding_frame"] and "durable fix: rebuild the package" in cause["hint"]
+    remedy = next(f for f in esc["findings"] if f["code"] == "env.cxx_runtime_mismatch" and f["severity"] == "info")
+    assert remedy["evidence"]["remedy"]["verified"] is True and "libstdc++" in remedy["evidence"]["remedy"]["env"]["LD_PRELOAD"]
+    # the command names the package the user gave, not the probe's private copy
+    assert str(static_pkg.path) in remedy["evidence"]["remedy"]["command"]
 
 
 def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> None:

@@ -196,13 +196,32 @@ def test_good_weights_are_loaded_and_checked(static_pkg: Built, tmp_path: Path) 
     assert constants["detail"]["weights"]["same_as_build"] is True
 
 
-def test_package_without_weights_crashes_in_the_child_not_the_probe(noweights_pkg: Built, tmp_path: Path) -> None:
+def test_package_without_weights_fails_before_it_is_called(noweights_pkg: Built, tmp_path: Path) -> None:
+    """Issue 13 case 1: its first call would read unset constants (SIGSEGV); the probe says so
+    from the manifest and the loaded model, and never calls it."""
     proc, report = probe_json(noweights_pkg.path, tmp_path)
     assert proc.returncode == 1
-    crash = next(f for p in report["phases"] for f in p["findings"] if f["code"] == "run.crash")
-    assert crash["found"] == "SIGSEGV" and crash["evidence"]["signal"] == "SIGSEGV"
-    assert "--weights" in crash["hint"]
-    assert crash["evidence"]["python_stack"], "faulthandler's Python stack is missing"
+    phases = {p["name"]: p for p in report["phases"]}
+    missing = [f for f in phases["constants"]["findings"] if f["code"] == "constants.missing"]
+    assert len(missing) == 1 and missing[0]["severity"] == "error" and "--weights" in missing[0]["hint"]
+    assert phases["golden"]["status"] == "skipped" and "run.crash" not in codes(report)
+
+
+def test_plain_package_without_weights_fails_before_it_is_called(plain_noweights_pkg: Path, tmp_path: Path) -> None:
+    """The same package made by torch alone, without a manifest: known from its wrapper.cpp
+    (include_weights=false) and the constant FQNs the loaded model reports."""
+    proc, report = probe_json(plain_noweights_pkg, tmp_path)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    phases = {p["name"]: p for p in report["phases"]}
+    missing = next(f for f in phases["constants"]["findings"] if f["code"] == "constants.missing")
+    assert missing["severity"] == "error" and "include_weights=false" in missing["message"]
+    assert "lin.weight" in missing["evidence"]["constants"]
+    assert phases["golden"]["status"] == "skipped"
+
+
+def test_plain_package_with_its_weights_is_not_flagged(plain_pkg: Path, tmp_path: Path) -> None:
+    proc, report = probe_json(plain_pkg, tmp_path)
+    assert "constants.missing" not in codes(report), proc.stdout[-2000:]
 
 
 def test_package_without_weights_passes_with_its_weights(noweights_pkg: Built, static_pkg: Built, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,82 @@ def test_parsers_of_faulthandler_output() -> None:
     )
     assert python_stack(stderr) == ["/x/_ops.py:10 in op_load", "/x/_worker.py:40 in main"]
     assert native_lines(stderr) == ["Error: input_handles[0]: unmatched dtype"]
+
+
+def test_a_device_assert_in_a_run_is_run_device_assert_naming_the_line() -> None:
+    """Issue 13 case 4: the golden phase said run.error for a device-side assert."""
+    from runtime_probe.child.failures import Reporter, failure_finding
+    from runtime_probe.child.worker import ChildRaised
+
+    stderr = (
+        "/tmp/x.py:18: triton_poi_fused_embedding_0: block: [0,0,0], thread: [5,0,0] Assertion `index out of bounds: 0 <= tmp4 < 1000` failed.\n"
+        "Error: CUDA error: device-side assert triggered\n"
+    )
+    exc = ChildRaised("run", "", stderr, 0.1, evidence={"type": "RuntimeError", "message": "CUDA error: device-side assert triggered"})
+    f = failure_finding(exc, "running the --inputs", "run", Reporter("golden"))
+    assert f.code == "run.device_assert" and "0 <= tmp4 < 1000" in (f.found or "")
+    cpu = ChildRaised(
+        "run", "", "", 0.1, evidence={"type": "IndexError", "message": "index 5 is out of bounds for dimension 0 with size 3"}
+    )
+    assert failure_finding(cpu, "running", "run", Reporter("golden")).code == "run.error"
+
+
+def test_the_input_that_broke_the_table_bounds_is_named(tmp_path: Path) -> None:
+    import torch
+
+    from runtime_probe.formats import safetensors as _safetensors
+    from runtime_probe.package.manifest import InputSpec, TensorSpec
+    from runtime_probe.probe.input_values import name_the_index
+
+    ids = torch.randint(0, 1000, (4, 6))
+    ids[2, 5] = 1_000_000_000
+    path = tmp_path / "ids.safetensors"
+    _safetensors.dump({"x": torch.randn(3), "ids": ids}, str(path))
+    specs = [
+        InputSpec("x", "x", "tensor", 0, TensorSpec("float32", (3,), (1,), True, "cuda")),
+        InputSpec("ids", "ids", "tensor", 1, TensorSpec("int64", (4, 6), (6, 1), True, "cuda")),
+    ]
+    line = "Assertion `index out of bounds: 0 <= tmp4 < 1000` failed."
+    header = _safetensors.read_header(str(path))
+    assert name_the_index(line, str(path), header, specs) == "ids holds 1000000000 at [2, 5]; the table has 1000 rows"
+    assert name_the_index("device-side assert triggered", str(path), header, specs) is None
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has died already
+    except FileNotFoundError:
+        return True
+
+
+def test_the_child_dies_with_the_probe(tmp_path: Path) -> None:
+    """Issue 16 (5): the child runs in a session of its own (so a timeout kills its group); killed
+    outright, the probe must not leave it running (PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+
+    # the child is busy (a hang in "native" code): it never reads the EOF of its request pipe
+    script = (
+        "import sys, time\nfrom runtime_probe.child.worker import Worker\nw = Worker()\nw.request('ping', 60)\n"
+        "w.submit('selftest', action='hang', pidfile=sys.argv[1])\nprint(w.pid, flush=True)\ntime.sleep(120)\n"
+    )
+    pidfile = tmp_path / "grandchild.pid"
+    env = {**os.environ, "RUNTIME_PROBE_SELFTEST": "1"}
+    parent = subprocess.Popen([sys.executable, "-c", script, str(pidfile)], stdout=subprocess.PIPE, text=True, env=env)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the child is inside the hanging op
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert _gone(child), "the child outlived the killed probe"
+    finally:
+        for pid in (child, int(pidfile.read_text()) if pidfile.exists() else None):
+            if pid is not None and not _gone(pid):
+                os.kill(pid, signal.SIGKILL)  # the hang's own grandchild: PDEATHSIG covers the child only

@@ -159,3 +159,17 @@ def test_native_findings_fall_back_to_frames() -> None:
     assert f.code == "run.native_frames" and f.found == "some_function  [libfoo.so]" and evidence["cause"] == "unknown"
     (g,), _ = native_findings(text, stage="run", so={}, process_libstdcxx=None, built_with=None, unloaded_constants=2)
     assert g.code == "constants.missing"
+
+
+def test_a_device_assert_is_not_an_illegal_memory_access() -> None:
+    """Issue 13 case 4: Triton's index assert says "out of bounds" too; it is run.device_assert."""
+    text = (
+        "/tmp/torchinductor/ab.py:18: triton_poi_fused_embedding_0: block: [0,0,0], thread: [5,0,0] "
+        "Assertion `index out of bounds: 0 <= tmp4 < 1000` failed.\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+    )
+    code, line = cuda_error(text) or ("", "")
+    assert code == "run.device_assert" and "0 <= tmp4 < 1000" in line
+    # the boilerplate that follows every CUDA error is not an assert
+    assert cuda_error("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n") is None

@@ -1,0 +1,48 @@
+"""``ChildRun``: where and how the build's compiled models run (the child, the golden samples, the
+contract). A leaf value object: validation and the build's diagnosis both take it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_probe.child.worker import Worker
+from runtime_probe.package.manifest import GoldenSample, IOContract
+
+__all__ = ["ChildRun"]
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """Where and how the compiled models run: the child, the golden samples and the contract."""
+
+    worker: Worker
+    golden_path: str
+    index: Sequence[GoldenSample]
+    contract: IOContract
+    device: str
+    device_index: int | None
+    out_dir: str
+    timeout: float
+
+    def run_args(self, g: GoldenSample) -> dict[str, Any]:
+        """The child's ``run`` op arguments for one sample (the ladder replays exactly these)."""
+        return {
+            "golden_path": self.golden_path,
+            "sample": {"id": g.id, "inputs": dict(g.inputs), "outputs": dict(g.outputs), "symbols": dict(g.symbols)},
+            "inputs": _input_specs(self.contract),
+            "in_spec": self.contract.in_spec,
+            "outputs": [o.name for o in self.contract.outputs if o.tensor is not None],  # the runner returns tensors only
+            "device": self.device,
+        }
+
+
+def _input_specs(contract: IOContract) -> list[dict[str, Any]]:
+    out = []
+    for spec in contract.inputs:
+        d: dict[str, Any] = {"name": spec.name, "kind": spec.kind, "value": spec.value}
+        if spec.tensor is not None:
+            d["stride"] = list(spec.tensor.stride)
+        out.append(d)
+    return out

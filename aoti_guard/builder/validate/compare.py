@@ -1,0 +1,158 @@
+"""Compiled vs eager, output by output and sample by sample: the verdict table, the findings for
+the outputs that fail, and the tolerances the package will store.
+
+Verdict per output and sample: pass when ``allclose(compiled, eager, BUILD_TOLERANCE)``; else pass
+when the compiled result is about as close to a float64 reference as eager is (RMSE within 3x of
+eager's, plus atol/10: the rule torch._dynamo uses for its own accuracy checks); else fail.
+Non-finite values in a compiled output fail unless allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample, derive_tolerance
+from aoti_guard.builder.validate.references import sample_env
+from aoti_guard.builder.validate.verdict import close_to_fp64
+from runtime_probe.findings import Finding, error
+from runtime_probe.package.manifest import IOContract, Tolerance
+
+__all__ = ["ValidationResult", "compare_all"]
+
+PHASE = "validate"
+
+
+@dataclass
+class ValidationResult:
+    findings: list[Finding] = field(default_factory=list)
+    tolerances: list[Tolerance] = field(default_factory=list)
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How outputs are judged: the user's overrides and whether NaN/Inf is allowed."""
+
+    allow_nonfinite: bool
+    atol: float | None
+    rtol: float | None
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
+        return (self.atol if self.atol is not None else b_atol, self.rtol if self.rtol is not None else b_rtol)
+
+
+def compare_all(
+    contract: IOContract,
+    samples: list[Sample],
+    compiled: dict[str, list[Any]],
+    refs64: dict[str, list[Any]] | None,
+    *,
+    allow_nonfinite: bool,
+    atol: float | None,
+    rtol: float | None,
+) -> ValidationResult:
+    import torch
+
+    rule = _Rule(allow_nonfinite, atol, rtol)
+    result = ValidationResult()
+    pairs: dict[str, list[tuple[Any, Any]]] = {o.name: [] for o in contract.outputs}
+    for s in samples:
+        outs = compiled.get(s.id)
+        if outs is None:
+            continue
+        for k, spec in enumerate(contract.outputs):
+            c = outs[k] if k < len(outs) else None
+            e = s.outputs[k] if k < len(s.outputs) else None
+            if not isinstance(e, torch.Tensor):
+                continue
+            if not isinstance(c, torch.Tensor):
+                result.findings.append(
+                    error(
+                        "build.validation_failed",
+                        PHASE,
+                        f"output {spec.name!r} is missing from the compiled result on sample {s.id}",
+                        expected="a tensor",
+                        found=repr(c)[:80],
+                    )
+                )
+                continue
+            r = refs64[s.id][k] if refs64 is not None and s.id in refs64 else None
+            _judge_one(result, rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
+            pairs[spec.name].append((c, e))
+    for spec in contract.outputs:
+        if spec.tensor is not None and pairs[spec.name]:
+            result.tolerances.append(derive_tolerance(spec.name, spec.tensor.dtype, pairs[spec.name]))
+    return result
+
+
+def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: Any, e: Any, r: Any, *, has_refs: bool) -> None:
+    """One output of one sample: a row of the table, and a finding when it fails."""
+    import torch
+
+    from runtime_probe import numerics as _numerics
+
+    b_atol, b_rtol = rule.tolerance(str(e.dtype).replace("torch.", ""))
+    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=rule.allow_nonfinite)
+    row: dict[str, Any] = {
+        "sample": s.id,
+        "output": name,
+        **{k2: st.get(k2) for k2 in ("max_abs", "max_rel", "atol", "rtol", "passed", "nonfinite")},
+    }
+    verdict = bool(st.get("passed"))
+    if st.get("nonfinite") and not rule.allow_nonfinite:
+        result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
+        verdict = True  # reported once, as non-finite
+    elif not verdict and "reason" not in st and isinstance(r, torch.Tensor) and r.is_floating_point():
+        verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol)
+        row.update(rmse_eager_vs_fp64=e_err, rmse_compiled_vs_fp64=c_err)
+    row["verdict"] = "pass" if verdict else "fail"
+    result.table.append(row)
+    if not verdict:
+        result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs))
+
+
+def _nonfinite(s: Sample, name: str, count: int, eager_bad: int) -> Finding:
+    return error(
+        "build.nonfinite",
+        PHASE,
+        f"output {name!r} holds {count} NaN/Inf value(s) on sample {s.id} ({sample_env(s)})"
+        + (f"; eager has {eager_bad} too" if eager_bad else "; eager has none"),
+        expected="finite values",
+        found=f"{count} non-finite",
+        hint="fix the model's numerics, or pass --allow-nonfinite if NaN/Inf is intended",
+        evidence={"sample": s.id, "output": name},
+    )
+
+
+def _failed(s: Sample, name: str, st: dict[str, Any], b_atol: float, b_rtol: float, *, has_refs: bool) -> Finding:
+    if st.get("reason") in ("shape", "dtype"):
+        return error(
+            "build.validation_failed",
+            PHASE,
+            f"output {name!r} has the wrong {st['reason']} on sample {s.id}",
+            expected=str(st.get("expected")),
+            found=str(st.get("found")),
+            evidence={"sample": s.id, "output": name},
+        )
+    return error(
+        "build.validation_failed",
+        PHASE,
+        f"output {name!r} differs from eager on sample {s.id} ({sample_env(s)}): max abs error {_g(st.get('max_abs'))}, max rel error {_g(st.get('max_rel'))}",
+        expected=f"within atol {b_atol:g} + rtol {b_rtol:g}" + (" or as close to float64 as eager" if has_refs else ""),
+        found=f"max abs {_g(st.get('max_abs'))}, max rel {_g(st.get('max_rel'))}",
+        hint="likely a compiler problem: compare with `--reference onnxruntime`, or loosen with --atol/--rtol if the error is acceptable",
+        evidence={
+            "sample": s.id,
+            "output": name,
+            "max_abs": st.get("max_abs"),
+            "max_rel": st.get("max_rel"),
+            "atol": b_atol,
+            "rtol": b_rtol,
+        },
+    )
+
+
+def _g(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)

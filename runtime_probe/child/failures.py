@@ -1,0 +1,160 @@
+"""ONE table: a child's failure (crash, timeout, raised exception) -> the finding that reports it.
+
+Both pipelines load and run the package in a child (``child.worker``) and report its failures the
+same way: the probe's phases (``probe.phases``) and the build's validation
+(``aoti_guard.builder.validate``). They differ only in what they know, given as a ``Reporter``:
+the report phase, the manifest (to name an input AOTI's own check rejected), whether weights were
+passed, and what the reader should do next about a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout
+from runtime_probe.findings import Finding, error
+from runtime_probe.ladder.readers import cuda_error, input_check
+from runtime_probe.package.manifest import Manifest
+
+__all__ = ["Reporter", "failure_finding", "no_weights"]
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """Who reports a child's failure, and what it knows."""
+
+    phase: str  # the report phase the finding goes in
+    manifest: Manifest | None = None
+    weights_given: bool = False
+    next_step: str = "the escalate phase reruns it with more instruments"
+    stderr_chars: int = 6000
+    stdout_chars: int = 3000
+
+
+def no_weights(manifest: Manifest | None, weights_given: bool) -> bool:
+    """The package carries no weights (package_constants_in_so=False) and none were given."""
+    return manifest is not None and manifest.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and not weights_given
+
+
+@dataclass(frozen=True)
+class _Row:
+    kind: type[ChildFailure]
+    when: Callable[[ChildFailure, Reporter], bool]
+    suffix: str  # the finding code is "<stage>.<suffix>"
+    hint: str  # formatted with the Reporter's fields
+
+
+def _always(exc: ChildFailure, rep: Reporter) -> bool:
+    return True
+
+
+def _killed(exc: ChildFailure, rep: Reporter) -> bool:
+    # Nothing in the child sends itself SIGKILL: the kernel's OOM killer (or a container's memory
+    # limit, or an operator) did.
+    return isinstance(exc, ChildCrashed) and exc.signal == "SIGKILL"
+
+
+def _weightless(exc: ChildFailure, rep: Reporter) -> bool:
+    return no_weights(rep.manifest, rep.weights_given)
+
+
+_OOM = re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
+
+
+def _out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and bool(_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
+
+
+_CUDA_TEXT = re.compile(r"CUDA error|cudaError|device-side assert|Assertion .{0,300} failed")
+
+
+def _cuda_fault(exc: ChildFailure, rep: Reporter) -> bool:
+    # Only with CUDA's own words: a CPU IndexError ("... is out of bounds ...") stays run.error.
+    if not isinstance(exc, ChildRaised):
+        return False
+    text = exc.stderr + "\n" + exc.message
+    return bool(_CUDA_TEXT.search(text)) and cuda_error(text) is not None
+
+
+def _rejected_input(exc: ChildFailure, rep: Reporter) -> bool:
+    return rep.manifest is not None and input_check(exc.stderr) is not None
+
+
+# The first row whose kind and condition match decides the code and the hint.
+TABLE: tuple[_Row, ...] = (
+    _Row(
+        ChildCrashed,
+        _killed,
+        "crash",
+        "the child was killed from outside, most often by the kernel's OOM killer: check dmesg or the container's memory limit, and the constants' size",
+    ),
+    _Row(
+        ChildCrashed,
+        _weightless,
+        "crash",
+        "this package carries no weights (built with package_constants_in_so=False): pass --weights FILE.safetensors",
+    ),
+    _Row(ChildCrashed, _always, "crash", "the native code crashed: {next_step}"),
+    _Row(ChildTimeout, _always, "timeout", "raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)"),
+    _Row(ChildRaised, _rejected_input, "input", "the inputs break the compiled contract"),
+    # a device assert or an illegal access: the run's code names it (the CUDA context is lost)
+    _Row(
+        ChildRaised,
+        _cuda_fault,
+        "cuda",
+        "the escalate phase reruns it with blocking launches, the twin and the sanitizer to name the kernel",
+    ),
+    _Row(
+        ChildRaised,
+        _out_of_memory,
+        "error",
+        "the child ran out of memory (an allocation failed): check the process's memory limit (ulimit -v, the container's limit) and the constants' size",
+    ),
+    _Row(ChildRaised, _always, "error", "the native error is in evidence.stderr_tail"),
+)
+
+
+def _row(exc: ChildFailure, rep: Reporter) -> _Row:
+    return next(r for r in TABLE if isinstance(exc, r.kind) and r.when(exc, rep))
+
+
+def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> Finding:
+    """The finding for ``exc``, raised while doing ``what`` (e.g. "loading the package") at
+    ``stage`` ("load" or "run": the code's prefix)."""
+    evidence: dict[str, Any] = {
+        "stderr_tail": exc.stderr[-rep.stderr_chars :],
+        "stdout_tail": exc.stdout[-rep.stdout_chars :],
+        **exc.evidence,
+    }
+    row = _row(exc, rep)
+    hint = row.hint.format(next_step=rep.next_step)
+    if isinstance(exc, ChildCrashed):
+        sig = exc.signal or f"exit code {exc.returncode}"
+        native = exc.evidence.get("native") or []
+        message = f"{what}: the child process died ({sig})" + (f"; last native output: {native[-1][:300]}" if native else "")
+        return error(f"{stage}.crash", rep.phase, message, found=sig, hint=hint, evidence=evidence)
+    if isinstance(exc, ChildTimeout):
+        message = f"{what}: no answer within {exc.seconds:.0f}s; the child and its children were killed"
+        return error(f"{stage}.timeout", rep.phase, message, hint=hint, evidence=evidence)
+    assert isinstance(exc, ChildRaised)
+    evidence["traceback"] = str(exc.evidence.get("traceback", ""))[-4000:]
+    check = input_check(exc.stderr)
+    if row.suffix == "input" and check is not None and rep.manifest is not None:
+        name = rep.manifest.io.tensor_input_name(check.index)
+        return error(
+            check.code,
+            rep.phase,
+            f"{name}: {what} was rejected by AOTI's input check: {check.line}",
+            found=check.line,
+            hint=hint,
+            evidence={**evidence, "argument": name},
+        )
+    cuda = cuda_error(exc.stderr + "\n" + exc.message) if row.suffix == "cuda" else None
+    if cuda is not None and stage == "run":
+        return error(cuda[0], rep.phase, f"{what}: {cuda[1][:500]}", found=cuda[1][:500], hint=hint, evidence=evidence)
+    native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
+    detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
+    return error(f"{stage}.error", rep.phase, f"{what} raised: {detail[:500]}", hint=hint, evidence=evidence)

@@ -1,0 +1,33 @@
+"""Issue 13 case 5 on CPU: --cpu-isa sets both levers and the manifest's target records the level
+the probe's host rule then checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import MODELS, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed")
+def test_cpu_isa_x86_64_v3_is_built_recorded_and_checked(tmp_path: Path) -> None:
+    out, report_path = tmp_path / "m.pt2", tmp_path / "build.json"
+    proc = run_cli("build", f"{MODELS}:static", "-o", str(out), "--json", str(report_path), "--no-debug-twin", "--cpu-isa", "x86-64-v3")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    report = json.loads(report_path.read_text())
+    compile_phase = next(p for p in report["phases"] if p["name"] == "compile")
+    target = compile_phase["detail"]["target"]
+    assert target["cpu_isa"] == "x86-64-v3" and target["march"] == "x86-64-v3"
+    assert target["instructions"] == {"avx512": 0, "amx": 0}
+    with zipfile.ZipFile(out) as zf:
+        root = zf.namelist()[0].split("/")[0]
+        m = json.loads(zf.read(f"{root}/extra/aoti_guard/manifest.json"))
+    assert m["target"]["march"] == "x86-64-v3"
+    assert "avx2" in m["target"]["cpu_isa"] and not any(f.startswith("avx512") for f in m["target"]["cpu_isa"])
+    assert m["inductor_configs"].get("cpp.march") == "x86-64-v3"
