@@ -16,6 +16,7 @@ from typing import Any
 from runtime_probe.errors import InputContractError
 from runtime_probe.guard.env import Env as _Env
 from runtime_probe.guard.rules import Check, compile_leaf
+from runtime_probe.guard.values import with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
 
 __all__ = ["Check", "InputChecker"]
@@ -34,7 +35,7 @@ class InputChecker:
     (args, kwargs) in the layout the model was exported with.
     """
 
-    def __init__(self, manifest: Manifest, device: Any) -> None:
+    def __init__(self, manifest: Manifest, device: Any, *, check_values: bool = False) -> None:
         import torch
         from torch.utils import _pytree as pytree
 
@@ -51,6 +52,10 @@ class InputChecker:
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
         self._checks = {spec.name: compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        if check_values:
+            for spec in manifest.io.inputs:
+                if spec.tensor is not None and spec.tensor.value_range is not None:
+                    self._checks[spec.name] = with_value_check(self._checks[spec.name], spec.name, spec.tensor.value_range, torch)
         # All arguments positional, one leaf each (the common case): check(*args) skips binding by
         # name and checks the arguments in place (same checks, same order, same result).
         self._fast: list[Check] | None = None

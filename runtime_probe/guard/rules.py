@@ -20,7 +20,7 @@ from runtime_probe.package.manifest import Dim, InputSpec, TensorSpec
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env
 
-__all__ = ["Check", "compile_leaf", "fmt_shape"]
+__all__ = ["Check", "compile_leaf", "fmt_shape", "plain_tensor_types"]
 
 Check = Callable[[Any, "Env"], None]
 # A rule of a tensor leaf: (value, value.shape, env) -> None, or raises InputContractError.
@@ -80,7 +80,7 @@ def _constant_check(name: str, expected_value: Any, torch: Any) -> Check:
     return check_constant
 
 
-# -- what the value is: a tensor, of the dtype, on the device -------------------------------------
+# -- what the value is: a plain dense tensor, of the dtype, on the device --------------------------
 
 
 def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[Any], None]:
@@ -89,6 +89,8 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
     where = f"{dev_type}:{dev_index}" if dev_index is not None else dev_type
     shape_text = fmt_shape(t.shape)
     tensor_type = torch.Tensor
+    plain = plain_tensor_types(torch)
+    strided = torch.strided
 
     def check_what(value: Any) -> None:
         if not isinstance(value, tensor_type):
@@ -99,6 +101,12 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
                 expected=f"tensor {t.dtype}{shape_text}",
                 found=type(value).__name__,
             )
+        # Before any other attribute is read: a subclass can answer .shape/.dtype as it likes, and
+        # the native code reads the raw memory behind it (segfault for FakeTensor, TwoTensor).
+        if type(value) not in plain:
+            _refuse_subclass(name, value)
+        if value.layout is not strided or value.is_nested:
+            _refuse_layout(name, value)
         if value.dtype is not dtype:
             found = str(value.dtype).replace("torch.", "")
             raise InputContractError(
@@ -119,8 +127,53 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
                 found=str(vd),
                 hint=f"move it with {name}.to('{where}')",
             )
+        if value.is_neg() or value.is_conj():
+            _refuse_flags(name, value)
 
     return check_what
+
+
+def plain_tensor_types(torch: Any) -> frozenset[type]:
+    """The exact types the compiled code can read: a dense tensor, or a parameter (a plain tensor
+    with a flag). Subclasses of either are refused (they may override anything)."""
+    return frozenset((torch.Tensor, torch.nn.Parameter))
+
+
+def _refuse_subclass(name: str, value: Any) -> None:
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    raise InputContractError(
+        f"{name}: is a {type(value).__name__}, a torch.Tensor subclass; the compiled model reads the raw memory of plain tensors only",
+        code="input.subclass",
+        argument=name,
+        expected="torch.Tensor (or nn.Parameter)",
+        found=kind[:120],
+        hint="pass a plain dense tensor holding the data (a FakeTensor or wrapper subclass has none the model can read)",
+    )
+
+
+def _refuse_layout(name: str, value: Any) -> None:
+    found = "nested" if value.is_nested else str(value.layout).replace("torch.", "").lstrip("_")
+    raise InputContractError(
+        f"{name}: is a {found} tensor, the model was compiled for a dense (strided) tensor",
+        code="input.layout",
+        argument=name,
+        expected="strided",
+        found=found,
+        hint=f"pass {name}.to_dense()" if found != "nested" else "pass a dense tensor (e.g. the padded batch)",
+    )
+
+
+def _refuse_flags(name: str, value: Any) -> None:
+    conj = value.is_conj()
+    found, fix, lost = ("conjugate bit", "resolve_conj", "conjugated") if conj else ("negative bit", "resolve_neg", "negated")
+    raise InputContractError(
+        f"{name}: has the {found} set (a lazy view); the compiled model reads the memory as it is, so it would compute with the un-{lost} values",
+        code="input.flags",
+        argument=name,
+        expected="no conjugate or negative bit",
+        found=found,
+        hint=f"pass {name}.{fix}()",
+    )
 
 
 # -- rank and static sizes ------------------------------------------------------------------------
