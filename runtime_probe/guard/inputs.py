@@ -10,13 +10,15 @@ argument.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.errors import InputContractError
 from runtime_probe.guard.env import Env as _Env
+from runtime_probe.guard.fastpath import compile_fast
 from runtime_probe.guard.rules import Check, compile_leaf
-from runtime_probe.guard.values import with_value_check
+from runtime_probe.guard.values import value_check, with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
 
 __all__ = ["Check", "InputChecker"]
@@ -35,7 +37,7 @@ class InputChecker:
     (args, kwargs) in the layout the model was exported with.
     """
 
-    def __init__(self, manifest: Manifest, device: Any, *, check_values: bool = False) -> None:
+    def __init__(self, manifest: Manifest, device: Any, *, check_values: bool = False, no_fast_path: bool = False) -> None:
         import torch
         from torch.utils import _pytree as pytree
 
@@ -61,6 +63,15 @@ class InputChecker:
         self._fast: list[Check] | None = None
         if not self._keyword and all(self._flat.get(n, False) for n in self._positional):
             self._fast = [self._checks[n] for n in self._positional]
+        # The generated fast path (fastpath.py): accepts a good call in one function; a call it
+        # does not accept takes check_slow, which raises the error (or accepts, e.g. a Parameter).
+        self.fast = None if no_fast_path else compile_fast(manifest, device, torch)
+        self._values: list[tuple[bool, int | str, Callable[[Any], None]]] = []
+        if check_values:
+            for spec in manifest.io.inputs:
+                if spec.tensor is not None and spec.tensor.value_range is not None and spec.name == spec.param:
+                    where: int | str = self._positional.index(spec.name) if spec.name in self._positional else spec.name
+                    self._values.append((isinstance(where, int), where, value_check(spec.name, spec.tensor.value_range, torch)))
         self.signature = inspect.Signature(
             [
                 inspect.Parameter(
@@ -111,6 +122,26 @@ class InputChecker:
 
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Validate a call; returns (args, kwargs) in the exported layout. Raises InputContractError."""
+        fast = self.fast
+        if fast is not None:
+            try:
+                out = fast(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a hostile object or a binding error: the slow path says what
+                out = None
+            if out is not None:
+                if self._values:
+                    self.check_values(out)
+                return out
+        return self.check_slow(*args, **kwargs)
+
+    def check_values(self, call: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+        """The value ranges (check_values=True) of a call the contract accepted, in leaf order."""
+        args, kwargs = call
+        for positional, where, check in self._values:
+            check(args[where] if positional else kwargs[where])  # type: ignore[index]
+
+    def check_slow(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The diagnosing path: every rule in order; raises the first violation."""
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             env = _Env()

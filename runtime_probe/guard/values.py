@@ -7,20 +7,31 @@ reads the values, so it synchronises the GPU, and runs only when asked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runtime_probe.errors import InputContractError
 from runtime_probe.guard.rules import Check
 
-__all__ = ["with_value_check"]
+__all__ = ["value_check", "with_value_check"]
 
 
 def with_value_check(check: Check, name: str, value_range: tuple[int, int], torch: Any) -> Check:
     """``check`` (the leaf's contract), then its values within ``value_range`` (inclusive)."""
-    lo, hi = value_range
+    values = value_check(name, value_range, torch)
 
     def check_leaf_values(value: Any, env: Any) -> None:
-        check(value, env)  # a plain dense integer tensor of the contract's dtype from here on
+        check(value, env)  # a plain dense tensor of the contract's dtype from here on
+        values(value)
+
+    return check_leaf_values
+
+
+def value_check(name: str, value_range: tuple[int, int], torch: Any) -> Callable[[Any], None]:
+    """The values of a tensor that passed its contract, within ``value_range`` (inclusive)."""
+    lo, hi = value_range
+
+    def check_values(value: Any) -> None:
         if value.numel() == 0 or value.dtype.is_floating_point or value.dtype.is_complex:
             return
         low, high = (int(v) for v in torch.aminmax(value))  # one reduction, one sync
@@ -38,4 +49,4 @@ def with_value_check(check: Check, name: str, value_range: tuple[int, int], torc
             hint="the ids are out of the vocabulary/table the model was built with: check the tokenizer or the lookup that made them",
         )
 
-    return check_leaf_values
+    return check_values
