@@ -25,7 +25,7 @@ from typing import Any
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, InputSpec, Manifest, TensorSpec
 
-__all__ = ["FastCheck", "compile_fast"]
+__all__ = ["FastCheck", "compile_fast", "compile_fast_flat"]
 
 # (args, kwargs) -> ((args, kwargs) in the exported layout) | None
 FastCheck = Callable[..., "tuple[tuple[Any, ...], dict[str, Any]] | None"]
@@ -38,7 +38,39 @@ class _Unsupported(Exception):
 
 def compile_fast(manifest: Manifest, device: Any, torch: Any) -> FastCheck | None:
     """The generated check for ``manifest``'s contract on ``device``, or None when it has a rule
-    the fast path does not express (nested parameters, derived sizes, explicit strides)."""
+    the fast path does not express (nested parameters, derived sizes, explicit strides).
+    It returns the call in the exported layout, ``(args, kwargs)``."""
+    gen = _generate(manifest, device, torch)
+    if gen is None:
+        return None
+    kwargs = "{" + ", ".join(f"{k!r}: {k}" for k in gen.keyword_only) + "}"
+    call = f"({', '.join(gen.positional)}{',' if len(gen.positional) == 1 else ''}), {kwargs}"
+    return gen.build(manifest, call)
+
+
+def compile_fast_flat(manifest: Manifest, device: Any, torch: Any, order: list[str]) -> FastCheck | None:
+    """The same check, returning the list of tensor arguments in ``order`` (parameter names: the
+    order of the flattened call that AOTI's runner takes), or None as ``compile_fast``."""
+    gen = _generate(manifest, device, torch)
+    if gen is None or sorted(order) != sorted(gen.tensors):
+        return None
+    return gen.build(manifest, "[" + ", ".join(order) + "]")
+
+
+class _Generated:
+    def __init__(self, positional: list[str], keyword_only: list[str], tensors: list[str], body: list[str], env: dict[str, Any]) -> None:
+        self.positional, self.keyword_only, self.tensors, self.body, self.env = positional, keyword_only, tensors, body, env
+
+    def build(self, manifest: Manifest, returned: str) -> FastCheck:
+        signature = ", ".join(self.positional + (["*", *self.keyword_only] if self.keyword_only else []))
+        source = "\n".join([f"def fast({signature}):", *("    " + line for line in self.body), f"    return {returned}"])
+        env = dict(self.env)
+        exec(compile(source, f"<aoti-guard fast path of {manifest.model_name}>", "exec"), env)
+        fast: FastCheck = env["fast"]
+        return fast
+
+
+def _generate(manifest: Manifest, device: Any, torch: Any) -> _Generated | None:
     params = [p for p in manifest.io.params if p.passed != "omitted"]
     by_param: dict[str, list[InputSpec]] = {}
     for spec in manifest.io.inputs:
@@ -49,6 +81,7 @@ def compile_fast(manifest: Manifest, device: Any, torch: Any) -> FastCheck | Non
     env: dict[str, Any] = {f"{_PREFIX}T": torch.Tensor, f"{_PREFIX}S": torch.strided}
     body: list[str] = []
     symbols: dict[str, str] = {}
+    tensors: list[str] = []
     try:
         for j, name in enumerate(names):
             specs = by_param.get(name, [])
@@ -61,17 +94,12 @@ def compile_fast(manifest: Manifest, device: Any, torch: Any) -> FastCheck | Non
                 continue
             env[f"{_PREFIX}D{j}"] = getattr(torch, spec.tensor.dtype)
             body += _tensor_lines(name, j, spec.tensor, device, symbols)
+            tensors.append(name)
     except _Unsupported:
         return None
     positional = [p.name for p in params if p.passed == "positional"]
     keyword_only = [p.name for p in params if p.passed == "keyword"]
-    signature = ", ".join(positional + (["*", *keyword_only] if keyword_only else []))
-    kwargs = "{" + ", ".join(f"{k!r}: {k}" for k in keyword_only) + "}"
-    call = f"({', '.join(positional)}{',' if len(positional) == 1 else ''}), {kwargs}"
-    source = "\n".join([f"def fast({signature}):", *("    " + line for line in body), f"    return {call}"])
-    exec(compile(source, f"<aoti-guard fast path of {manifest.model_name}>", "exec"), env)
-    fast: FastCheck = env["fast"]
-    return fast
+    return _Generated(positional, keyword_only, tensors, body, env)
 
 
 def _tensor_lines(name: str, j: int, t: TensorSpec, device: Any, symbols: dict[str, str]) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageError
 from runtime_probe.findings import error, has_errors
+from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.host.rules import parse_device
@@ -152,7 +153,7 @@ class GuardedModel:
         self.check_values = check_values
         self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
         self.checker = InputChecker(manifest, self.device, check_values=check_values)
-        self._fast = None if check_values else self.checker.fast
+        self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
         self.__signature__ = self.checker.signature
 
     def __repr__(self) -> str:
@@ -169,16 +170,17 @@ class GuardedModel:
         return self.checker.check(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The checker's generated fast path inlined here (one call layer less on the hot path);
-        # with value checks, or when it does not accept, checker.check decides (and diagnoses).
-        fast = self._fast
-        if fast is not None:
+        # The hot path: the generated check returns the flat tensor list torch's runner takes, and
+        # the call skips torch's own wrapper (which parses its pytree specs again on every call).
+        # A call it does not accept, or with value checks, goes through checker.check (diagnoses).
+        direct = self._direct
+        if direct is not None:
             try:
-                call = fast(*args, **kwargs)
+                flat = direct.check(*args, **kwargs)
             except Exception:  # noqa: BLE001 - a hostile object or a binding error: check() says what
-                call = None
-            if call is not None:
-                return self.compiled(*call[0], **call[1])
+                flat = None
+            if flat is not None:
+                return direct.unflatten(direct.run(flat))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
         return self.compiled(*call_args, **call_kwargs)
 
@@ -249,3 +251,48 @@ def _check_weight_kind(fqn: str, t: Any) -> None:
             found=found,
             hint="pass a plain tensor (resolve views and flags with .contiguous(), .resolve_neg(), .resolve_conj(), .to_dense())",
         )
+
+
+class _Direct:
+    """The hot path of a flat signature: check -> flat tensor list -> runner -> outputs."""
+
+    __slots__ = ("check", "run", "unflatten")
+
+    def __init__(self, check: Any, run: Any, unflatten: Any) -> None:
+        self.check, self.run, self.unflatten = check, run, unflatten
+
+
+def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> _Direct | None:
+    """The runner call that torch's AOTICompiledModel.__call__ makes, with its specs parsed once:
+    flat inputs are the positional arguments, then the keyword ones in the spec's order, tensors
+    only; outputs are unflattened with the spec. None where the package or torch differs from
+    that (a nested signature, another wrapper): every call then goes through ``compiled``."""
+    loader = getattr(compiled, "loader", None)
+    if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
+        return None
+    from torch.utils import _pytree as pytree
+
+    try:
+        in_text, out_text = loader.get_call_spec()
+        in_spec, out_spec = pytree.treespec_loads(in_text), pytree.treespec_loads(out_text)
+        args_spec, kwargs_spec = in_spec.children_specs
+        keys = list(kwargs_spec.context or [])
+        if not all(c.is_leaf() for c in [*args_spec.children_specs, *kwargs_spec.children_specs]):
+            return None
+    except Exception:  # noqa: BLE001 - a spec this code does not know: keep torch's own call
+        return None
+    params = [p for p in manifest.io.params if p.passed != "omitted"]
+    positional = [p.name for p in params if p.passed == "positional"]
+    if args_spec.num_children != len(positional) or sorted(keys) != sorted(p.name for p in params if p.passed == "keyword"):
+        return None
+    tensors = {i.param for i in manifest.io.inputs if i.kind == "tensor"}
+    check = compile_fast_flat(manifest, device, torch, [n for n in positional + keys if n in tensors])
+    if check is None:
+        return None
+    if out_spec.is_leaf():
+        return _Direct(check, loader.boxed_run, _first)
+    return _Direct(check, loader.boxed_run, lambda outputs: pytree.tree_unflatten(outputs, out_spec))
+
+
+def _first(outputs: list[Any]) -> Any:
+    return outputs[0]
