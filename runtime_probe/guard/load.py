@@ -275,15 +275,15 @@ def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> 
     try:
         in_text, out_text = loader.get_call_spec()
         in_spec, out_spec = pytree.treespec_loads(in_text), pytree.treespec_loads(out_text)
-        args_spec, kwargs_spec = in_spec.children_specs
+        args_spec, kwargs_spec = _children(in_spec)
         keys = list(kwargs_spec.context or [])
-        if not all(c.is_leaf() for c in [*args_spec.children_specs, *kwargs_spec.children_specs]):
+        if not all(c.is_leaf() for c in [*_children(args_spec), *_children(kwargs_spec)]):
             return None
     except Exception:  # noqa: BLE001 - a spec this code does not know: keep torch's own call
         return None
     params = [p for p in manifest.io.params if p.passed != "omitted"]
     positional = [p.name for p in params if p.passed == "positional"]
-    if args_spec.num_children != len(positional) or sorted(keys) != sorted(p.name for p in params if p.passed == "keyword"):
+    if len(_children(args_spec)) != len(positional) or sorted(keys) != sorted(p.name for p in params if p.passed == "keyword"):
         return None
     tensors = {i.param for i in manifest.io.inputs if i.kind == "tensor"}
     check = compile_fast_flat(manifest, device, torch, [n for n in positional + keys if n in tensors])
@@ -296,3 +296,8 @@ def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> 
 
 def _first(outputs: list[Any]) -> Any:
     return outputs[0]
+
+
+def _children(spec: Any) -> list[Any]:
+    # torch 2.13 deprecates children_specs for children(); older releases have only the former
+    return list(spec.children() if hasattr(spec, "children") else spec.children_specs)
