@@ -73,6 +73,7 @@ CODES: dict[str, str] = {
     "constants.dtype_mismatch": "A constant's dtype differs from the contract.",
     "constants.device_mismatch": "A constant is on another device than the model.",
     "constants.unreadable": "The weights file cannot be read (truncated, lying header, not safetensors).",
+    "constants.layout": "A new weight is not a plain dense contiguous tensor (a view, a subclass, sparse, or with the negative/conjugate bit).",
     # inputs (guarded loader and probe)
     "input.count": "Too few or too many arguments, or an unknown or missing keyword argument.",
     "input.type": "An argument is not a tensor where a tensor is expected (or the reverse).",
@@ -84,6 +85,9 @@ CODES: dict[str, str] = {
     "input.value_range": "An integer input that indexes a table holds a value outside it (e.g. a token id beyond the embedding's rows).",
     "input.value": "A non-tensor argument differs from the value the model was specialized for.",
     "input.structure": "The package's input structure names library types (a Hugging Face cache, a dataclass) this process cannot import, so inputs could not be checked by name.",
+    "input.subclass": "An argument is a torch.Tensor subclass (FakeTensor, a wrapper subclass): the compiled code reads plain tensors only.",
+    "input.layout": "An argument is not a dense (strided) tensor: sparse, mkldnn or nested.",
+    "input.flags": "An argument carries the conjugate or negative bit (a lazy view the compiled code would ignore).",
     # run
     "run.crash": "The child process died (signal) while running the model.",
     "run.error": "Running the model raised an error.",

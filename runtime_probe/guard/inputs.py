@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.errors import InputContractError
-from runtime_probe.formats import symexpr as _symexpr
-from runtime_probe.package.manifest import Dim, InputSpec, Manifest
+from runtime_probe.guard.env import Env as _Env
+from runtime_probe.guard.fastpath import compile_fast
+from runtime_probe.guard.rules import Check, compile_leaf
+from runtime_probe.guard.values import value_check, with_value_check
+from runtime_probe.package.manifest import InputSpec, Manifest
 
 __all__ = ["Check", "InputChecker"]
-
-Check = Callable[[Any, "_Env"], None]
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class InputChecker:
     (args, kwargs) in the layout the model was exported with.
     """
 
-    def __init__(self, manifest: Manifest, device: Any) -> None:
+    def __init__(self, manifest: Manifest, device: Any, *, check_values: bool = False, no_fast_path: bool = False) -> None:
         import torch
         from torch.utils import _pytree as pytree
 
@@ -52,12 +53,25 @@ class InputChecker:
             by_param.setdefault(spec.param, []).append(spec)
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
-        self._checks = {spec.name: _compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        self._checks = {spec.name: compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        if check_values:
+            for spec in manifest.io.inputs:
+                if spec.tensor is not None and spec.tensor.value_range is not None:
+                    self._checks[spec.name] = with_value_check(self._checks[spec.name], spec.name, spec.tensor.value_range, torch)
         # All arguments positional, one leaf each (the common case): check(*args) skips binding by
         # name and checks the arguments in place (same checks, same order, same result).
         self._fast: list[Check] | None = None
         if not self._keyword and all(self._flat.get(n, False) for n in self._positional):
             self._fast = [self._checks[n] for n in self._positional]
+        # The generated fast path (fastpath.py): accepts a good call in one function; a call it
+        # does not accept takes check_slow, which raises the error (or accepts, e.g. a Parameter).
+        self.fast = None if no_fast_path else compile_fast(manifest, device, torch)
+        self._values: list[tuple[bool, int | str, Callable[[Any], None]]] = []
+        if check_values:
+            for spec in manifest.io.inputs:
+                if spec.tensor is not None and spec.tensor.value_range is not None and spec.name == spec.param:
+                    where: int | str = self._positional.index(spec.name) if spec.name in self._positional else spec.name
+                    self._values.append((isinstance(where, int), where, value_check(spec.name, spec.tensor.value_range, torch)))
         self.signature = inspect.Signature(
             [
                 inspect.Parameter(
@@ -108,6 +122,26 @@ class InputChecker:
 
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Validate a call; returns (args, kwargs) in the exported layout. Raises InputContractError."""
+        fast = self.fast
+        if fast is not None:
+            try:
+                out = fast(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a hostile object or a binding error: the slow path says what
+                out = None
+            if out is not None:
+                if self._values:
+                    self.check_values(out)
+                return out
+        return self.check_slow(*args, **kwargs)
+
+    def check_values(self, call: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+        """The value ranges (check_values=True) of a call the contract accepted, in leaf order."""
+        args, kwargs = call
+        for positional, where, check in self._values:
+            check(args[where] if positional else kwargs[where])  # type: ignore[index]
+
+    def check_slow(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The diagnosing path: every rule in order; raises the first violation."""
         fast = self._fast
         if fast is not None and not kwargs and len(args) == len(fast):
             env = _Env()
@@ -141,199 +175,3 @@ class InputChecker:
             )
         for name, (_, leaf) in zip(names, leaves):
             self._checks[name](leaf, env)
-
-
-def _fmt_shape(shape: tuple[int | Dim, ...]) -> str:
-    return "[" + ", ".join(str(d) if isinstance(d, int) else d.expr for d in shape) + "]"
-
-
-def _compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
-    name = spec.name
-    if spec.kind != "tensor" or spec.tensor is None:
-        expected_value = spec.value
-
-        def check_constant(value: Any, env: _Env) -> None:
-            if isinstance(value, torch.Tensor):
-                raise InputContractError(
-                    f"{name}: got a tensor, but the model was specialized for the value {expected_value!r} at export",
-                    code="input.type",
-                    argument=name,
-                    expected=repr(expected_value),
-                    found="tensor",
-                )
-            if value != expected_value and not (isinstance(value, float) and repr(value) == expected_value):
-                raise InputContractError(
-                    f"{name}: is {value!r}, but the model was specialized for {expected_value!r} at export (other values are silently ignored)",
-                    code="input.value",
-                    argument=name,
-                    expected=repr(expected_value),
-                    found=repr(value),
-                    hint="re-export with this value, or make it a tensor input",
-                )
-
-        return check_constant
-    t = spec.tensor
-    dtype = getattr(torch, t.dtype)
-    rank = len(t.shape)
-    static = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, int)]
-    symbolic = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, Dim) and _symexpr.is_symbol(d.expr)]
-    derived: list[tuple[int, Dim, Callable[[Any], int] | None]] = []
-    for i, d in enumerate(t.shape):
-        if isinstance(d, Dim) and not _symexpr.is_symbol(d.expr):
-            try:
-                derived.append((i, d, _symexpr.compile_expr(d.expr)))
-            except _symexpr.ExprError:
-                derived.append((i, d, None))
-    contiguous = t.contiguous
-    stride_fns = None if contiguous else [_symexpr.compile_expr(s) for s in t.stride]
-    dev_type, dev_index = device.type, device.index
-    shape_text = _fmt_shape(t.shape)
-    where = f"{dev_type}:{dev_index}" if dev_index is not None else dev_type
-
-    def check_tensor(value: Any, env: _Env) -> None:
-        if not isinstance(value, torch.Tensor):
-            raise InputContractError(
-                f"{name}: expected a tensor, got {type(value).__name__}",
-                code="input.type",
-                argument=name,
-                expected=f"tensor {t.dtype}{shape_text}",
-                found=type(value).__name__,
-            )
-        if value.dtype is not dtype:
-            found = str(value.dtype).replace("torch.", "")
-            raise InputContractError(
-                f"{name}: dtype is {found}, expected {t.dtype}",
-                code="input.dtype",
-                argument=name,
-                expected=t.dtype,
-                found=found,
-                hint=f"convert with {name}.to(torch.{t.dtype})",
-            )
-        vd = value.device
-        if vd != device and (vd.type != dev_type or (dev_index is not None and vd.index != dev_index)):
-            raise InputContractError(
-                f"{name}: is on {vd}, the model runs on {where}",
-                code="input.device",
-                argument=name,
-                expected=where,
-                found=str(vd),
-                hint=f"move it with {name}.to('{where}')",
-            )
-        shape = value.shape
-        if len(shape) != rank:
-            raise InputContractError(
-                f"{name}: has {len(shape)} dimension(s), expected {rank} {shape_text}",
-                code="input.shape",
-                argument=name,
-                expected=shape_text,
-                found=str(list(shape)),
-            )
-        for i, size in static:
-            if shape[i] != size:
-                raise InputContractError(
-                    f"{name}: dim {i} is {shape[i]}, expected {size} (shape {shape_text})",
-                    code="input.shape",
-                    argument=name,
-                    expected=str(size),
-                    found=str(shape[i]),
-                )
-        for i, d in symbolic:
-            size = shape[i]
-            if size < d.min:
-                raise InputContractError(
-                    f"{name}: dim {i} is {size}, below the minimum {d.min} of {d.expr!r}",
-                    code="input.range",
-                    argument=name,
-                    expected=f"{d.expr} >= {d.min}",
-                    found=str(size),
-                )
-            if d.max is not None and size > d.max:
-                raise InputContractError(
-                    f"{name}: dim {i} is {size}, above the maximum {d.max} of {d.expr!r}",
-                    code="input.range",
-                    argument=name,
-                    expected=f"{d.expr} <= {d.max}",
-                    found=str(size),
-                )
-            bound = env.symbols.get(d.expr)
-            if bound is None:
-                env.symbols[d.expr] = (size, name, i)  # formatted only for an error message
-            elif bound[0] != size:
-                source = f"{bound[1]}.shape[{bound[2]}]"
-                raise InputContractError(
-                    f"{name}: dim {i} is {size}, but {d.expr!r} is {bound[0]} (from {source})",
-                    code="input.range",
-                    argument=name,
-                    expected=f"{d.expr} = {bound[0]}",
-                    found=str(size),
-                    hint=f"{name}.shape[{i}] and {source} must be equal",
-                )
-        for i, d, fn in derived:
-            size = shape[i]
-            if size < d.min or (d.max is not None and size > d.max):
-                raise InputContractError(
-                    f"{name}: dim {i} is {size}, outside [{d.min}, {d.max}] of {d.expr!r}",
-                    code="input.range",
-                    argument=name,
-                    expected=f"{d.min} <= {d.expr} <= {d.max}",
-                    found=str(size),
-                )
-            if fn is not None:
-                env.pending.append((name, i, d, fn, size))
-        if contiguous:
-            if not value.is_contiguous():
-                raise InputContractError(
-                    f"{name}: strides {tuple(value.stride())} are not the contiguous layout the model was compiled for",
-                    code="input.stride",
-                    argument=name,
-                    expected="contiguous",
-                    found=str(tuple(value.stride())),
-                    hint=f"pass {name}.contiguous()",
-                )
-        elif stride_fns is not None:
-            values = {k: v[0] for k, v in env.symbols.items()}
-            try:
-                want = tuple(fn(values) for fn in stride_fns)
-            except _symexpr.ExprError:
-                return
-            got = tuple(value.stride())
-            if any(w != g and shape[k] > 1 for k, (w, g) in enumerate(zip(want, got))):
-                raise InputContractError(
-                    f"{name}: strides {got} differ from the compiled layout {want}",
-                    code="input.stride",
-                    argument=name,
-                    expected=str(want),
-                    found=str(got),
-                    hint="make the tensor's layout match the example used at export",
-                )
-
-    return check_tensor
-
-
-class _Env:
-    """Per-call bindings: symbol -> (size, input name, dim) it was first read from, and derived dims
-    to check last."""
-
-    __slots__ = ("pending", "symbols")
-
-    def __init__(self) -> None:
-        self.symbols: dict[str, tuple[int, str, int]] = {}
-        self.pending: list[tuple[str, int, Dim, Callable[[Any], int], int]] = []
-
-    def finish(self) -> None:
-        if not self.pending:
-            return
-        values = {k: v[0] for k, v in self.symbols.items()}
-        for name, i, d, fn, size in self.pending:
-            try:
-                want = fn(values)
-            except _symexpr.ExprError:
-                continue  # a symbol no input carries plainly: the range check above is all we can do
-            if want != size:
-                raise InputContractError(
-                    f"{name}: dim {i} is {size}, but {d.expr!r} is {want} here",
-                    code="input.range",
-                    argument=name,
-                    expected=f"{d.expr} = {want}",
-                    found=str(size),
-                )

@@ -11,6 +11,7 @@ The checks themselves live in ``inputs.py``.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -20,7 +21,9 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageError
 from runtime_probe.findings import error, has_errors
+from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker
+from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
@@ -40,6 +43,7 @@ def load(
     model: str = layout.RELEASE_MODEL,
     verify: bool = True,
     public_key: str | os.PathLike[str] | None = None,
+    check_values: bool = False,
 ) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
@@ -50,6 +54,9 @@ def load(
         verify: check every entry's SHA-256 against the manifest first (reads the whole file).
         public_key: an Ed25519 public key file (PEM, from ``aoti-guard keygen``): the package must
             carry a valid signature by it (checked before the manifest's hashes are believed).
+        check_values: also check integer inputs against the value range the build recorded
+            (``input.value_range``: an id past an embedding table). Off by default: reading the
+            values synchronises the GPU on every call.
 
     Raises:
         PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
@@ -122,7 +129,7 @@ def _load_verified(fspath: str, copy: str, device: str | None, model: str, verif
     from runtime_probe.child.ops import make_loader
 
     compiled = make_loader(load_path, model_name, index)
-    guarded = GuardedModel(compiled, manifest, device_type, _resolve_index(device_type, index))
+    guarded = GuardedModel(compiled, manifest, device_type, _resolve_index(device_type, index), check_values=check_values)
     if tmp is not None:
         weakref.finalize(guarded, shutil.rmtree, tmp, True)
     return guarded
@@ -143,33 +150,65 @@ class GuardedModel:
 
     Call it like the original model (positional or keyword arguments, by the names of forward()).
     ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
+    With ``check_values=True`` integer inputs are also checked against the value ranges in the
+    manifest (this reads the values: a GPU sync per call).
     """
 
-    def __init__(self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None) -> None:
+    def __init__(
+        self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None, *, check_values: bool = False
+    ) -> None:
         import torch
 
         self.compiled = compiled
         self.manifest = manifest
+        self.check_values = check_values
         self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
-        self.checker = InputChecker(manifest, self.device)
+        self.checker = InputChecker(manifest, self.device, check_values=check_values)
+        self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
         self.__signature__ = self.checker.signature
 
     def __repr__(self) -> str:
         return f"GuardedModel({', '.join(self.checker.param_names)}) on {self.device}"
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> GuardedModel:
+        """Like torch's own AOTICompiledModel: the copy shares the loaded native model (its
+        weights included: load_constants on one changes both), and gets its own checker."""
+        return GuardedModel(
+            copy.deepcopy(self.compiled, memo), self.manifest, self.device.type, self.device.index, check_values=self.check_values
+        )
+
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return self.checker.check(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The hot path: the generated check returns the flat tensor list torch's runner takes, and
+        # the call skips torch's own wrapper (which parses its pytree specs again on every call).
+        # A call it does not accept, or with value checks, goes through checker.check (diagnoses).
+        direct = self._direct
+        if direct is not None:
+            try:
+                flat = direct.check(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a hostile object or a binding error: check() says what
+                flat = None
+            if flat is not None:
+                return direct.unflatten(direct.run(flat))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
         return self.compiled(*call_args, **call_kwargs)
 
     def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
-        """Swap in new weights after checking names, shapes, dtypes and devices against the manifest.
+        """Swap in new weights after checking names, shapes, dtypes, devices and layouts against
+        the manifest.
+
+        A weight must be a plain, dense, contiguous tensor: torch's load_constants reads its
+        memory as the compiled layout, so a transposed view of the right shape would silently
+        give wrong outputs. It is refused (not copied): a copy would double the memory of a
+        weight swap without the caller knowing; ``.contiguous()`` is the caller's choice.
 
         Raises:
             ConstantsContractError: before torch's load_constants is called, naming the constant.
         """
+        for fqn, t in tensors.items():
+            _check_weight_kind(fqn, t)
         given = {fqn: (str(t.dtype).replace("torch.", ""), tuple(t.shape)) for fqn, t in tensors.items()}
         problems = constant_problems(given, self.manifest.constants, source="the new weights", full=check_full_update, refuse_inlined=True)
         for f in problems:
@@ -187,4 +226,89 @@ class GuardedModel:
                     found=str(t.device),
                     hint=f"move it with .to('{self.device}')",
                 )
+            if not t.is_contiguous():
+                raise ConstantsContractError(
+                    f"{fqn}: strides {tuple(t.stride())} are not contiguous (a transposed or sliced view?); "
+                    "load_constants would read its memory in the compiled layout and the outputs would be wrong",
+                    code="constants.layout",
+                    constant=fqn,
+                    expected="contiguous",
+                    found=str(tuple(t.stride())),
+                    hint=f"pass tensors[{fqn!r}].contiguous()",
+                )
         self.compiled.load_constants(tensors, check_full_update=check_full_update)
+
+
+def _check_weight_kind(fqn: str, t: Any) -> None:
+    """A weight must be a plain dense tensor without lazy flags (checked before its shape is read:
+    a subclass may lie about it)."""
+    import torch
+
+    found = None
+    if not isinstance(t, torch.Tensor):
+        found = type(t).__name__
+    elif type(t) not in plain_tensor_types(torch):
+        found = f"a {type(t).__name__} (tensor subclass)"
+    elif t.layout is not torch.strided or t.is_nested:
+        found = "a nested tensor" if t.is_nested else f"a {str(t.layout).replace('torch.', '').lstrip('_')} tensor"
+    elif t.is_neg() or t.is_conj():
+        found = "a tensor with the conjugate bit" if t.is_conj() else "a tensor with the negative bit"
+    if found is not None:
+        raise ConstantsContractError(
+            f"{fqn}: is {found}, not a plain dense tensor",
+            code="constants.layout",
+            constant=fqn,
+            expected="a plain dense contiguous torch.Tensor",
+            found=found,
+            hint="pass a plain tensor (resolve views and flags with .contiguous(), .resolve_neg(), .resolve_conj(), .to_dense())",
+        )
+
+
+class _Direct:
+    """The hot path of a flat signature: check -> flat tensor list -> runner -> outputs."""
+
+    __slots__ = ("check", "run", "unflatten")
+
+    def __init__(self, check: Any, run: Any, unflatten: Any) -> None:
+        self.check, self.run, self.unflatten = check, run, unflatten
+
+
+def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> _Direct | None:
+    """The runner call that torch's AOTICompiledModel.__call__ makes, with its specs parsed once:
+    flat inputs are the positional arguments, then the keyword ones in the spec's order, tensors
+    only; outputs are unflattened with the spec. None where the package or torch differs from
+    that (a nested signature, another wrapper): every call then goes through ``compiled``."""
+    loader = getattr(compiled, "loader", None)
+    if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
+        return None
+    from torch.utils import _pytree as pytree
+
+    try:
+        in_text, out_text = loader.get_call_spec()
+        in_spec, out_spec = pytree.treespec_loads(in_text), pytree.treespec_loads(out_text)
+        args_spec, kwargs_spec = _children(in_spec)
+        keys = list(kwargs_spec.context or [])
+        if not all(c.is_leaf() for c in [*_children(args_spec), *_children(kwargs_spec)]):
+            return None
+    except Exception:  # noqa: BLE001 - a spec this code does not know: keep torch's own call
+        return None
+    params = [p for p in manifest.io.params if p.passed != "omitted"]
+    positional = [p.name for p in params if p.passed == "positional"]
+    if len(_children(args_spec)) != len(positional) or sorted(keys) != sorted(p.name for p in params if p.passed == "keyword"):
+        return None
+    tensors = {i.param for i in manifest.io.inputs if i.kind == "tensor"}
+    check = compile_fast_flat(manifest, device, torch, [n for n in positional + keys if n in tensors])
+    if check is None:
+        return None
+    if out_spec.is_leaf():
+        return _Direct(check, loader.boxed_run, _first)
+    return _Direct(check, loader.boxed_run, lambda outputs: pytree.tree_unflatten(outputs, out_spec))
+
+
+def _first(outputs: list[Any]) -> Any:
+    return outputs[0]
+
+
+def _children(spec: Any) -> list[Any]:
+    # torch 2.13 deprecates children_specs for children(); older releases have only the former
+    return list(spec.children() if hasattr(spec, "children") else spec.children_specs)

@@ -36,7 +36,7 @@ __all__ = [
     "parse_manifest",
 ]
 
-MANIFEST_SCHEMA_VERSION = "1.0"
+MANIFEST_SCHEMA_VERSION = "1.1"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -69,6 +69,8 @@ class TensorSpec:
     stride: tuple[int | str, ...]  # ints, or expressions over the symbols
     contiguous: bool
     device: str  # device type: "cpu", "cuda"
+    # Integer inputs that index a table (embedding, gather, index_select): the valid values,
+    # inclusive ([0, rows - 1]); None when the build recorded none. Since schema 1.1.
     value_range: tuple[int, int] | None = None
 
 

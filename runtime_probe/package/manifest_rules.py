@@ -9,6 +9,7 @@ path outside a temporary folder.
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Iterator
 
@@ -92,7 +93,15 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
 
 
 def _io_problems(m: Manifest) -> Iterator[str]:
+    for p in m.io.params:
+        # the guarded loader builds a Python signature from these names, and reports print them
+        if not _is_param_name(p.name):
+            yield f"names a parameter {p.name[:80]!r}, which is not a Python identifier"
     for i in m.io.inputs:
+        if not _is_param_name(i.param):
+            yield f"gives input {i.name[:80]!r} the parameter {i.param[:80]!r}, which is not a Python identifier"
+        elif not i.name.isprintable() or not i.name.startswith(i.param):
+            yield f"names an input {i.name[:80]!r}, which is not its parameter {i.param!r} followed by printable text"
         if i.kind not in ("tensor", "constant"):
             yield f"gives input {i.name[:80]!r} the kind {i.kind[:40]!r}"
         elif i.kind == "tensor" and i.tensor is None:
@@ -107,9 +116,17 @@ def _io_problems(m: Manifest) -> Iterator[str]:
             yield f"gives symbol {s.name[:40]!r} the range {s.min}..{s.max}"
 
 
+def _is_param_name(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
 def _tensor_problems(what: str, t: TensorSpec) -> Iterator[str]:
     if not _DTYPE.match(t.dtype):
         yield f"gives {what} the dtype {t.dtype[:40]!r}"
+    if t.value_range is not None:
+        lo, hi = t.value_range
+        if lo > hi or not t.dtype.startswith(("int", "uint")):
+            yield f"gives {what} the value range [{lo}, {hi}] (expected min <= max, on an integer dtype)"
     if t.device not in _DEVICE_TYPES:
         yield f"puts {what} on device {t.device[:40]!r}"
     for d in t.shape:

@@ -53,6 +53,21 @@ def add_cases(c: _Corpus, rewrite: Rewrite) -> None:
         return spec
 
     invalid = "manifest.invalid"
+
+    def rename_param(new: str) -> Callable[[dict[str, Any]], None]:
+        """Rename the first parameter everywhere it appears (params, its inputs' param and name)."""
+
+        def edit(m: dict[str, Any]) -> None:
+            old = m["io"]["params"][0]["name"]
+            m["io"]["params"][0]["name"] = new
+            for i in m["io"]["inputs"]:
+                if i["param"] == old:
+                    i["param"], i["name"] = new, new + i["name"][len(old) :]
+            for sample in (m.get("golden") or {}).get("samples", []):  # or the golden rule would object first
+                sample["inputs"] = {(new + k[len(old) :] if k.startswith(old) else k): v for k, v in sample["inputs"].items()}
+
+        return edit
+
     cases: dict[str, tuple[bytes, str, str]] = {
         "not-json": (b"{this is not json", invalid, "not JSON"),
         "not-utf8": (b'{"schema_version": "1.0", "x": "\xff\xfe"}', invalid, "bytes that are not UTF-8"),
@@ -143,6 +158,16 @@ def add_cases(c: _Corpus, rewrite: Rewrite) -> None:
             edited(lambda m: m["hashes"].update({"data/aotinductor/model/gone.so": "0" * 64})),
             "archive.hash_mismatch",
             "a hash for an entry that is not there",
+        ),
+        "param-name-space": (edited(rename_param("x y")), invalid, "a parameter named 'x y'"),
+        "param-name-rlo": (edited(rename_param("x\u202eyx")), invalid, "a parameter name holding U+202E (right-to-left override)"),
+        "param-name-newline": (edited(rename_param("x\nFAKE: PASSED")), invalid, "a parameter name holding a newline"),
+        "param-name-ansi": (edited(rename_param("x\x1b[2J\x1b[32mok")), invalid, "a parameter name holding ANSI escapes"),
+        "param-name-keyword": (edited(rename_param("lambda")), invalid, "a parameter named 'lambda' (a keyword)"),
+        "value-range-float": (
+            edited(lambda m: first_input(m).update(value_range=[0, 9])),
+            invalid,
+            "a value range on a float input",
         ),
         "hash-removed": (
             edited(lambda m: m["hashes"].pop(next(k for k in sorted(m["hashes"]) if k != layout.GOLDEN))),

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from runtime_probe.host.cpu import cpu_model
 
+from .corpus_calls import CallOutcome, run_calls
 from .faults import SCENARIOS, Fault
 from .make_corpus import make_corpus, make_keys
 from .runner import Outcome, run_isolated
@@ -52,7 +53,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB"
 
 
-def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path) -> str:
+def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, calls: Sequence[CallOutcome] = ()) -> str:
     crashes = [o for o in outcomes if o.crashed]
     ok = [o for o in outcomes if o.ok]
     by_code: Counter[str] = Counter()
@@ -121,8 +122,39 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path) 
     for f in faults:
         result = f"skipped: {f.skipped}" if f.skipped else ("as expected" if not f.problems else "**" + "; ".join(f.problems) + "**")
         lines.append(f"| {f.name} | {f.what} | {f.observed or '-'} | {f.seconds:.1f} s | {result} |")
+    lines += _call_lines(calls)
     lines += ["", "The trust model (what is signed, the order of the checks) is in `docs/security.md`.", ""]
     return "\n".join(lines)
+
+
+def _call_lines(calls: Sequence[CallOutcome]) -> list[str]:
+    if not calls:
+        return []
+    refused = [c for c in calls if c.case.expect]
+    lines = [
+        "",
+        "## Hostile calls into the guarded loader",
+        "",
+        "Tensors a caller can hand `runtime_probe.load(PKG)` and `load_constants` (`tests/hostile/corpus_calls.py`), run in a",
+        "child process (the serving process stands in for it). Each must be refused with the expected code before native",
+        "code runs, or run and equal plain AOTI's output on a plain contiguous copy.",
+        "",
+        f"- calls tried: {len(calls)}",
+        f"- refused with the expected code: {sum(c.ok for c in refused)} of {len(refused)}",
+        f"- accepted and equal to plain AOTI: {sum(c.ok for c in calls if not c.case.expect)} of {len(calls) - len(refused)}",
+        f"- serving-process crashes: {sum(c.result == 'crashed' for c in calls)}",
+        f"- wrong results accepted: {sum(c.result == 'ran' and c.equal is False for c in calls)}",
+        "",
+        "| call | group | what it is | expected | found | result |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in calls:
+        expect = ", ".join(sorted(c.case.expect)) or "runs, equal to plain AOTI"
+        found = c.code or (f"ran, {'equal' if c.equal else 'NOT equal'}" if c.result == "ran" and c.equal is not None else c.result)
+        lines.append(
+            f"| `{c.case.name}` | {c.case.group} | {c.case.what} | {expect} | {found} | {'as expected' if c.ok else '**UNEXPECTED**'} |"
+        )
+    return lines
 
 
 def _torch_version() -> str:
@@ -151,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = folder / "faults" / name
             work.mkdir(parents=True)
             faults.append(scenario(package, work))
-        sys.stdout.write(render(outcomes, faults, package))
-    return 0 if all(o.ok for o in outcomes) and not any(f.problems for f in faults) else 1
+        calls = run_calls(package)
+        sys.stdout.write(render(outcomes, faults, package, calls))
+    return 0 if all(o.ok for o in outcomes) and not any(f.problems for f in faults) and all(c.ok for c in calls) else 1
 
 
 if __name__ == "__main__":

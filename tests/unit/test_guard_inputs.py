@@ -1,0 +1,178 @@
+"""The guarded loader's input checks without a package: every contract rule raises its code and
+argument, and the generated fast path (guard/fastpath.py) never accepts what the diagnosing path
+refuses, so every error is the same whichever path a call takes (issue 14)."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from runtime_probe.errors import InputContractError
+from runtime_probe.guard.inputs import InputChecker
+from runtime_probe.package.manifest import Manifest, parse_manifest
+
+from .test_manifest import minimal
+
+
+def _tensor(dtype: str, shape: list[Any], stride: list[Any], value_range: list[int] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"dtype": dtype, "shape": shape, "stride": stride, "contiguous": True, "device": "cpu"}
+    if value_range is not None:
+        spec["value_range"] = value_range
+    return spec
+
+
+def _manifest() -> Manifest:
+    """x [batch, 16], y [batch, seq] (a shared symbol), z complex64 [4], ids int64 [batch] by keyword
+    with a value range, n a constant 3."""
+    m = copy.deepcopy(minimal())
+    batch = {"expr": "batch", "min": 2, "max": 64}
+    m["io"]["params"] = [{"name": n, "kind": "positional_or_keyword", "passed": "positional"} for n in ("x", "y", "z", "n")] + [
+        {"name": "ids", "kind": "keyword_only", "passed": "keyword"}
+    ]
+    m["io"]["inputs"] = [
+        {"name": "x", "param": "x", "kind": "tensor", "index": 0, "tensor": _tensor("float32", [batch, 16], [16, 1])},
+        {
+            "name": "y",
+            "param": "y",
+            "kind": "tensor",
+            "index": 1,
+            "tensor": _tensor("float32", [batch, {"expr": "seq", "min": 1, "max": 8}], ["seq", 1]),
+        },
+        {"name": "z", "param": "z", "kind": "tensor", "index": 2, "tensor": _tensor("complex64", [4], [1])},
+        {"name": "n", "param": "n", "kind": "constant", "value": 3},
+        {"name": "ids", "param": "ids", "kind": "tensor", "index": 3, "tensor": _tensor("int64", [batch], [1], [0, 9])},
+    ]
+    m["io"]["symbols"] = [{"name": "batch", "min": 2, "max": 64, "sources": ["x.shape[0]"]}, {"name": "seq", "min": 1, "max": 8}]
+    import json
+
+    return parse_manifest(json.dumps(m).encode())
+
+
+def _good(batch: int = 4) -> dict[str, Any]:
+    return {
+        "x": torch.randn(batch, 16),
+        "y": torch.randn(batch, 3),
+        "z": torch.randn(4, dtype=torch.complex64),
+        "n": 3,
+        "ids": torch.arange(batch) % 10,
+    }
+
+
+def _call(**change: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    v = {**_good(), **change}
+    return (v["x"], v["y"], v["z"], v["n"]), {"ids": v["ids"]}
+
+
+def _two(t: torch.Tensor) -> Any:
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    return TwoTensor(t, t)
+
+
+def _fake() -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return torch.randn(4, 16)
+
+
+x4 = torch.randn(4, 16)
+CASES: dict[str, tuple[Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], str, str | None]] = {
+    "not a tensor": (lambda: _call(x=[[0.0] * 16] * 4), "input.type", "x"),
+    "fake tensor": (lambda: _call(x=_fake()), "input.subclass", "x"),
+    "two tensor": (lambda: _call(x=_two(x4.clone())), "input.subclass", "x"),
+    "python subclass": (lambda: _call(x=x4.as_subclass(type("Sub", (torch.Tensor,), {}))), "input.subclass", "x"),
+    "sparse coo": (lambda: _call(x=x4.to_sparse()), "input.layout", "x"),
+    "sparse csr": (lambda: _call(x=x4.to_sparse_csr()), "input.layout", "x"),
+    "mkldnn": (lambda: _call(x=x4.to_mkldnn()), "input.layout", "x"),
+    "nested": (lambda: _call(x=torch.nested.nested_tensor([x4[:2], x4[2:]])), "input.layout", "x"),
+    "dtype": (lambda: _call(x=x4.double()), "input.dtype", "x"),
+    "device": (lambda: _call(x=torch.empty(4, 16, device="meta")), "input.device", "x"),
+    "negative bit": (lambda: _call(x=x4.clone()._neg_view()), "input.flags", "x"),
+    "conjugate bit": (lambda: _call(z=torch.randn(4, dtype=torch.complex64).conj()), "input.flags", "z"),
+    "rank": (lambda: _call(x=torch.randn(4, 16, 1)), "input.shape", "x"),
+    "static size": (lambda: _call(x=torch.randn(4, 17)), "input.shape", "x"),
+    "below min": (lambda: _call(x=torch.randn(1, 16), y=torch.randn(1, 3), ids=torch.zeros(1, dtype=torch.int64)), "input.range", "x"),
+    "above max": (lambda: _call(x=torch.randn(65, 16), y=torch.randn(65, 3), ids=torch.zeros(65, dtype=torch.int64)), "input.range", "x"),
+    "second symbol above max": (lambda: _call(y=torch.randn(4, 9)), "input.range", "y"),
+    "shared symbol differs": (lambda: _call(y=torch.randn(5, 3)), "input.range", "y"),
+    "shared symbol differs by keyword": (lambda: _call(ids=torch.zeros(5, dtype=torch.int64)), "input.range", "ids"),
+    "transposed": (lambda: _call(x=torch.randn(16, 4).t()), "input.stride", "x"),
+    "symbolic stride": (lambda: _call(y=torch.randn(3, 4).t()), "input.stride", "y"),
+    "constant value": (lambda: _call(n=4), "input.value", "n"),
+    "constant as tensor": (lambda: _call(n=torch.tensor(3)), "input.type", "n"),
+    "missing keyword": (lambda: (_call()[0], {}), "input.count", "ids"),
+    "unknown keyword": (lambda: (_call()[0], {**_call()[1], "w": 1}), "input.count", "w"),
+    "too many": (lambda: ((*_call()[0], 1), _call()[1]), "input.count", None),
+    "positional and keyword": (lambda: (_call()[0], {**_call()[1], "x": x4}), "input.count", "x"),
+}
+
+
+def _raised(fn: Callable[[], Any]) -> InputContractError:
+    with pytest.raises(InputContractError) as info:
+        fn()
+    return info.value
+
+
+@pytest.fixture(scope="module")
+def checkers() -> tuple[InputChecker, InputChecker]:
+    manifest = _manifest()
+    return InputChecker(manifest, torch.device("cpu")), InputChecker(manifest, torch.device("cpu"), no_fast_path=True)
+
+
+def test_the_fast_path_is_used_for_this_contract(checkers: tuple[InputChecker, InputChecker]) -> None:
+    fast, slow = checkers
+    assert fast.fast is not None and slow.fast is None
+    args, kwargs = _call()
+    assert fast.fast(*args, **kwargs) == (args, kwargs)
+    assert fast.check(*args, **kwargs) == slow.check(*args, **kwargs) == (args, kwargs)
+    assert fast.check(*args[:2], n=3, z=args[2], **kwargs) == (args, kwargs)  # bound by name: same layout
+    param = torch.nn.Parameter(args[0].clone(), requires_grad=False)
+    assert fast.fast(param, *args[1:], **kwargs) is None  # not a plain Tensor: the slow path decides...
+    assert fast.check(param, *args[1:], **kwargs)[0][0] is param  # ...and accepts a Parameter
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_rule_raises_the_same_on_the_fast_path(checkers: tuple[InputChecker, InputChecker], case: str) -> None:
+    fast, slow = checkers
+    make, code, argument = CASES[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args, kwargs = make()
+    try:
+        accepted = fast.fast(*args, **kwargs)  # type: ignore[misc]
+    except Exception:  # noqa: BLE001 - binding errors and hostile objects mean "not accepted"
+        accepted = None
+    assert accepted is None, "the fast path accepted a call the contract refuses"
+    on_fast = _raised(lambda: fast.check(*args, **kwargs))
+    on_slow = _raised(lambda: slow.check(*args, **kwargs))
+    assert (on_fast.code, on_fast.argument) == (code, argument)
+    assert (str(on_fast), on_fast.hint, on_fast.expected, on_fast.found) == (str(on_slow), on_slow.hint, on_slow.expected, on_slow.found)
+
+
+def test_value_range_is_checked_on_request_only() -> None:
+    manifest = _manifest()
+    args, kwargs = _call(ids=torch.tensor([1, 2, 1000, 3]))
+    InputChecker(manifest, torch.device("cpu")).check(*args, **kwargs)  # off by default
+    for no_fast_path in (False, True):
+        checker = InputChecker(manifest, torch.device("cpu"), check_values=True, no_fast_path=no_fast_path)
+        err = _raised(lambda: checker.check(*args, **kwargs))  # noqa: B023 - called at once
+        assert (err.code, err.argument, err.found) == ("input.value_range", "ids", "1000 at [2]")
+        assert str(err).startswith("ids holds 1000 at [2]; the table has 10 rows")
+        checker.check(*_call()[0], **_call()[1])
+
+
+def test_contracts_the_fast_path_does_not_express_use_the_diagnosing_path() -> None:
+    m = copy.deepcopy(minimal())
+    m["io"]["inputs"][0]["tensor"]["shape"] = [{"expr": "2*batch", "min": 2, "max": 128}, 16]
+    import json
+
+    checker = InputChecker(parse_manifest(json.dumps(m).encode()), torch.device("cpu"))
+    assert checker.fast is None
+    checker.check(torch.randn(4, 16))
+    assert _raised(lambda: checker.check(torch.randn(4, 15))).code == "input.shape"
