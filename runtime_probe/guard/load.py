@@ -21,6 +21,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageError
 from runtime_probe.findings import error, has_errors
+from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.guard.rules import plain_tensor_types
@@ -75,12 +76,12 @@ def load(
     # The bytes verified are the bytes loaded: a private copy, removed once torch has extracted it.
     private = tempfile.mkdtemp(prefix="runtime-probe-load-")
     try:
-        return _load_verified(fspath, private_copy(fspath, private), device, model, verify, key)
+        return _load_verified(fspath, private_copy(fspath, private), device, model, verify, key, check_values)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _load_verified(fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any) -> GuardedModel:
+def _load_verified(fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any, check_values: bool) -> GuardedModel:
     from runtime_probe.trust.check import check_archive
 
     archive, findings = open_archive(copy)
@@ -165,6 +166,7 @@ class GuardedModel:
         self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
         self.checker = InputChecker(manifest, self.device, check_values=check_values)
         self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
+        self._rebuild = _output_rebuilder(compiled, manifest)
         self.__signature__ = self.checker.signature
 
     def __repr__(self) -> str:
@@ -193,6 +195,12 @@ class GuardedModel:
             if flat is not None:
                 return direct.unflatten(direct.run(flat))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
+        if self._rebuild is not None:  # an output type torch cannot rebuild here: run flat, keep the names
+            import torch
+            from torch.utils import _pytree as pytree
+
+            flat = [t for t in pytree.tree_leaves((call_args, call_kwargs)) if isinstance(t, torch.Tensor)]
+            return self._rebuild(self.compiled.loader.boxed_run(flat))
         return self.compiled(*call_args, **call_kwargs)
 
     def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
@@ -285,7 +293,9 @@ def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> 
 
     try:
         in_text, out_text = loader.get_call_spec()
-        in_spec, out_spec = pytree.treespec_loads(in_text), pytree.treespec_loads(out_text)
+        in_spec, out_spec = _treespec.load(in_text), _treespec.load(out_text)
+        if in_spec is None or out_spec is None:
+            return None
         args_spec, kwargs_spec = _children(in_spec)
         keys = list(kwargs_spec.context or [])
         if not all(c.is_leaf() for c in [*_children(args_spec), *_children(kwargs_spec)]):
@@ -303,6 +313,41 @@ def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> 
     if out_spec.is_leaf():
         return _Direct(check, loader.boxed_run, _first)
     return _Direct(check, loader.boxed_run, lambda outputs: pytree.tree_unflatten(outputs, out_spec))
+
+
+class NamedOutputs(dict):  # type: ignore[type-arg]
+    """The outputs of a package whose output type (a Hugging Face ``ModelOutput``, a cache) cannot
+    be imported in this process: a dict from the manifest's leaf names (``last_hidden_state``,
+    ``past_key_values.0.key``) to tensors, in output order; top-level names also read as
+    attributes (``out.last_hidden_state``), and ``to_tuple()`` gives the tensors in order."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return tuple(self.values())
+
+
+def _output_rebuilder(compiled: Any, manifest: Manifest) -> Any:
+    """None when torch can rebuild the outputs itself (its own call works); else a function from
+    the runner's flat outputs to ``NamedOutputs`` (after importing the type's library, when it is
+    installed, the original type)."""
+    loader = getattr(compiled, "loader", None)
+    if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
+        return None
+    from torch.utils import _pytree as pytree
+
+    in_text, out_text = loader.get_call_spec()
+    out_spec = _treespec.load(out_text)
+    if out_spec is not None and _treespec.load(in_text) is not None:
+        return None
+    if out_spec is not None:
+        return lambda outputs: pytree.tree_unflatten(outputs, out_spec)
+    names = [o.name for o in manifest.io.outputs if o.tensor is not None]
+    return lambda outputs: NamedOutputs(zip(names, outputs))
 
 
 def _first(outputs: list[Any]) -> Any:
