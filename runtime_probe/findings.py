@@ -110,6 +110,10 @@ CODES: dict[str, str] = {
     "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
     "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
     "build.sign_failed": "The package could not be signed; it was not written.",
+    # the run itself: written into the report when no check could run, so a pipeline always has one
+    "tool.usage": "The command line was wrong (a flag, or a file that is missing or not what it must be): nothing was checked.",
+    "tool.failed": "The tool could not run (an unwritable output, a missing dependency): nothing more was checked.",
+    "tool.bug": "The tool failed unexpectedly (a bug in it); the traceback's last line is in the evidence.",
 }
 
 
@@ -120,6 +124,9 @@ EXIT_CODES: dict[str, int] = {
     "env.gpu_runtime_missing": 3,
     "env.container_failed": 3,
     "env.image_missing": 2,
+    "tool.usage": 2,
+    "tool.failed": 3,
+    "tool.bug": 3,
 }
 
 

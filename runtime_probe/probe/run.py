@@ -50,7 +50,9 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(f"{flag}: unknown device {value!r}", hint="use cpu, cuda or cuda:N") from None
     for flag, value in (("--weights", options.weights), ("--inputs", options.inputs)):
         if value is not None and not os.path.isfile(value):
-            raise UsageError(f"{flag}: no such file {value}", hint=f"{flag} takes a .safetensors file")
+            # A FIFO, device or socket would hang or never end the read: say so, never open it.
+            what = "no such file" if not os.path.exists(value) else "not a regular file (a FIFO, device, socket or folder)"
+            raise UsageError(f"{flag}: {what}: {value}", hint=f"{flag} takes a .safetensors file")
     if options.all_devices and options.device not in (None, "cuda"):
         raise UsageError(
             "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
