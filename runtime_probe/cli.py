@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from runtime_probe._version import __version__
 from runtime_probe.errors import GuardError, ToolError, UsageError
 from runtime_probe.findings import Finding, error
-from runtime_probe.output import STDOUT, check_report_path
+from runtime_probe.output import STDOUT, check_report_path, is_stdout
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, add_to_parser, outputs_of, probe_options
 from runtime_probe.progress import Progress
 from runtime_probe.report import Report, make_phase, render_text, write_json, write_junit
@@ -64,7 +64,7 @@ def emit_report(report: Report, outputs: Outputs) -> None:
     if outputs.junit:
         write_junit(report, outputs.junit)
     if not outputs.quiet or not report.passed:
-        stream = sys.stderr if STDOUT in (outputs.json, outputs.junit) else sys.stdout
+        stream = sys.stderr if is_stdout(outputs.json) or is_stdout(outputs.junit) else sys.stdout
         stream.write(render_text(report, verbose=outputs.verbose))
         stream.flush()
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from runtime_probe.errors import ToolError, UsageError
 
-__all__ = ["STDOUT", "check_report_path", "current_umask", "write_atomic", "write_output"]
+__all__ = ["STDOUT", "check_report_path", "current_umask", "is_stdout", "write_atomic", "write_output"]
 
 STDOUT = "-"
 
@@ -102,6 +102,19 @@ def _write_in_place(path: str, data: bytes) -> None:
     os.set_blocking(fd, True)
     with open(fd, "wb") as fh:
         fh.write(data)
+
+
+def is_stdout(path: str | None) -> bool:
+    """``-``, or a path that is this process's stdout (``/dev/stdout``, ``/dev/fd/1``)."""
+    if not path:
+        return False
+    if path == STDOUT:
+        return True
+    try:
+        mine, theirs = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _same(a: str, b: str) -> bool:

@@ -231,6 +231,7 @@ def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> Phas
         deadline=started + shared.options.escalate_timeout_s,
         step_timeout=shared.options.timeout_s,
         weights=dev.weights_args,
+        note=lambda text: say(prefix + "escalate", text),
     )
     findings = run_ladder(ctx, dev.replay)
     result = make_phase(

@@ -253,3 +253,13 @@ def test_hash_findings_are_capped(tmp_path: Path) -> None:
     hashes = [f for p in report["phases"] for f in p["findings"] if f["code"] == "archive.hash_mismatch"]
     assert len(hashes) == 51 and hashes[-1]["evidence"] == {"omitted": 19950, "total": 20000}
     validate("probe-report", report)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.islink("/dev/stdout"), reason="the data loss needs root and /dev/stdout as a symlink")
+def test_json_to_dev_stdout_as_root_keeps_the_symlink(unsigned: tuple[Path, Path]) -> None:
+    pkg, pub = unsigned
+    target = os.readlink("/dev/stdout")
+    proc = _sub(str(pkg), "--public-key", str(pub), "--json", "/dev/stdout")
+    assert os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == target
+    assert proc.returncode == 1 and json.loads(proc.stdout)["exit_code"] == 1  # the report came through the pipe
+    assert "FAILED" in proc.stderr  # and the text summary went to stderr, so stdout stays JSON
