@@ -370,6 +370,9 @@ def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress)
         ("--inputs", params["inputs"]),
         ("--inputs-device", params["inputs_device"]),
         ("--all-devices", params["all_devices"]),
+        ("--iterations", params["iterations"] != 1),
+        ("--save-inputs", params["save_inputs"]),
+        ("--save-outputs", params["save_outputs"]),
     ):
         if given:
             raise click.UsageError(

@@ -197,6 +197,7 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
     lines.append(f"{indent}{clean(head)}")
     for p in report.phases:
         lines.append(f"{indent}  {clean(p.name):<10} {p.status:<8} {p.seconds:7.2f}s")
+        lines.extend(f"{indent}    {line}" for line in _latency_lines(p))
         for f in p.findings:
             # In a failed phase an informational finding explains the failure (the remedy the
             # ladder verified, the kernels that ran), so it is shown; elsewhere only with -v.
@@ -206,6 +207,19 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
                 lines.append(f"{indent}    {sub}")
     for s in report.sections:
         _render_into(s, lines, verbose=verbose, indent=indent + "  ")
+
+
+def _latency_lines(p: PhaseResult) -> list[str]:
+    """The golden phase's --iterations timings, one line per sample (trtexec's summary)."""
+    out = []
+    for run in p.detail.get("runs") or []:
+        lat = run.get("latency_ms") if isinstance(run, Mapping) else None
+        if isinstance(lat, Mapping) and lat.get("n"):
+            out.append(
+                f"latency {clean(run.get('sample'))}: p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms "
+                f"(min {lat['min']:.3f}, max {lat['max']:.3f}, {lat['n']} runs)"
+            )
+    return out
 
 
 def write_json(report: Report, path: str | os.PathLike[str]) -> None:

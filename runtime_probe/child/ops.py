@@ -177,11 +177,16 @@ def op_run(
     equal_nan: bool = False,
     input_device: str | None = None,
     contract_from: str | None = None,
+    iterations: int = 1,
+    save_inputs_path: str | None = None,
 ) -> dict[str, Any]:
     """Run one sample through a loaded model and compare with the references it stores.
 
     ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
     ``contract_from`` (the package path) checks them against its contract first, by name.
+    ``iterations`` > 1: after the judged run, time that many more (``latency_ms``: p50, p99).
+    ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
+    (an inputs file is what ``--inputs`` takes back).
     """
     import torch
     from torch.utils import _pytree as pytree
@@ -195,6 +200,9 @@ def op_run(
         else:
             leaves.append(spec.get("value"))
     args, kwargs = pytree.tree_unflatten(leaves, pytree.treespec_loads(in_spec))
+    if save_inputs_path is not None:
+        named = {spec["name"]: leaf for spec, leaf in zip(inputs, leaves) if spec["kind"] == "tensor"}
+        _safetensors.dump({k: v.detach().to("cpu").contiguous() for k, v in named.items()}, save_inputs_path)
     if contract_from is not None:
         from runtime_probe.errors import InputContractError
 
@@ -240,7 +248,36 @@ def op_run(
             saved[name] = value.detach().to("cpu")
     if save_path is not None:
         _safetensors.dump(saved, save_path)
+    if iterations > 1:
+        report["latency_ms"] = _latency(model, args, kwargs, device, iterations)
     return report
+
+
+def _latency(model: Any, args: Any, kwargs: Any, device: str, iterations: int) -> dict[str, Any]:
+    """Per-call wall time over ``iterations`` calls (after the judged run warmed up), as trtexec
+    reports it: each call ends with a device synchronize, so the time is the whole call's."""
+    import torch
+
+    times: list[float] = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        model(*args, **kwargs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - started) * 1000.0)
+    ordered = sorted(times)
+
+    def pct(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))], 4)
+
+    return {
+        "n": len(times),
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "min": round(ordered[0], 4),
+        "max": round(ordered[-1], 4),
+        "mean": round(sum(times) / len(times), 4),
+    }
 
 
 def _checker(package: str, device: str) -> Any:

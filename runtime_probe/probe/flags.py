@@ -94,6 +94,28 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     ),
     Flag("--escalate-timeout", "seconds the whole escalation may take", kind="float", field="escalate_timeout_s", metavar="S", minimum=1),
     Flag("--timeout", "seconds each load or golden run may take", kind="float", field="timeout_s", metavar="S", minimum=1),
+    Flag(
+        "--iterations",
+        "time N more runs of each golden sample and report the latency (p50, p99)",
+        kind="int",
+        field="iterations",
+        metavar="N",
+        minimum=1,
+    ),
+    Flag(
+        "--save-inputs",
+        "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
+        kind="path",
+        field="save_inputs",
+        metavar="DIR",
+    ),
+    Flag(
+        "--save-outputs",
+        "write each golden run's outputs to DIR/SAMPLE.outputs.safetensors",
+        kind="path",
+        field="save_outputs",
+        metavar="DIR",
+    ),
 )
 
 OUTPUT_FLAGS: tuple[Flag, ...] = (

@@ -53,6 +53,14 @@ def _check_options(options: ProbeOptions) -> None:
             # A FIFO, device or socket would hang or never end the read: say so, never open it.
             what = "no such file" if not os.path.exists(value) else "not a regular file (a FIFO, device, socket or folder)"
             raise UsageError(f"{flag}: {what}: {value}", hint=f"{flag} takes a .safetensors file")
+    for flag, folder in (("--save-inputs", options.save_inputs), ("--save-outputs", options.save_outputs)):
+        if folder is not None:
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
+    if options.iterations < 1:
+        raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
     if options.all_devices and options.device not in (None, "cuda"):
         raise UsageError(
             "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"

@@ -115,7 +115,7 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path) 
     ]
     for o in outcomes:
         found = ", ".join(sorted(set(o.codes))) or "-"
-        expect = ", ".join(sorted(o.case.expect))
+        expect = ", ".join(sorted(o.case.expect)) or "none (the report path is refused)"
         verdict = "" if o.ok else " **UNEXPECTED**"
         lines.append(
             f"| `{o.case.name}` | {o.case.group} | {o.case.what} | {expect} | {found}{verdict} | {o.returncode} | {o.seconds:.2f} s | {_mib(o.max_rss)} |"

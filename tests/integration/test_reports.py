@@ -4,6 +4,7 @@ kept off the terminal of a real build."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -65,3 +66,27 @@ def test_inspect_json_is_schema_valid(which: str, example_pkg: Built, plain_pkg:
         assert "manifest" not in data and data["missing"]
     if which == "built":
         assert data["manifest"]["io"] and not data["problems"]
+
+
+def test_iterations_latency_and_saved_golden_io(example_pkg: Built, tmp_path: Path) -> None:
+    ins, outs = tmp_path / "in", tmp_path / "out"
+    proc = run_probe(
+        str(example_pkg.path), "--fast", "--iterations", "7", "--save-inputs", str(ins), "--save-outputs", str(outs), "--json", "-"
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    validate("probe-report", report)
+    golden = next(p for p in report["phases"] if p["name"] == "golden")
+    latency = golden["detail"]["runs"][0]["latency_ms"]
+    assert latency["n"] == 7 and 0 < latency["min"] <= latency["p50"] <= latency["p99"] <= latency["max"]
+    assert re.search(r"latency example: p50 \d+\.\d{3} ms, p99 \d+\.\d{3} ms \(min .*7 runs\)", proc.stderr)
+
+    from safetensors.torch import load_file
+
+    saved_in = load_file(str(ins / "example.inputs.safetensors"))
+    saved_out = load_file(str(outs / "example.outputs.safetensors"))
+    manifest = json.loads(run_cli("inspect", str(example_pkg.path), "--json").stdout)["manifest"]
+    assert set(saved_in) == {i["name"] for i in manifest["io"]["inputs"] if i.get("tensor")}
+    assert set(saved_out) == {o["name"] for o in manifest["io"]["outputs"]}
+    replay = run_probe(str(example_pkg.path), "--fast", "--inputs", str(ins / "example.inputs.safetensors"), "-q")
+    assert replay.returncode == 0, replay.stdout + replay.stderr  # the saved inputs replay as --inputs
