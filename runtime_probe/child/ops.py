@@ -158,7 +158,8 @@ def _tensors(state: State, path: str) -> dict[str, Any]:
 def op_load_weights(state: State, key: str, weights_path: str, device: str, names: list[str]) -> dict[str, Any]:
     """Load already-validated weights into a model (the parent checked names, shapes, dtypes)."""
     started = time.monotonic()
-    tensors = _safetensors.load(weights_path, names=names, device=device)
+    # borrow: load_constants copies the tensors in at once, so the library's mmap-backed ones do
+    tensors = _safetensors.load(weights_path, names=names, device=device, borrow=True)
     state.models[key].load_constants(tensors, check_full_update=True)
     return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(tensors)}
 
