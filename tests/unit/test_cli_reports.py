@@ -263,3 +263,21 @@ def test_json_to_dev_stdout_as_root_keeps_the_symlink(unsigned: tuple[Path, Path
     assert os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == target
     assert proc.returncode == 1 and json.loads(proc.stdout)["exit_code"] == 1  # the report came through the pipe
     assert "FAILED" in proc.stderr  # and the text summary went to stderr, so stdout stays JSON
+
+
+def test_a_misspelt_inductor_config_key_is_refused_before_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aoti_guard.builder import pipeline
+
+    def no_step(*_: Any) -> None:
+        raise AssertionError("a build step ran before the options were checked")
+
+    monkeypatch.setattr(pipeline, "STEPS", tuple((name, no_step) for name, _ in pipeline.STEPS))
+    out = tmp_path / "b.json"
+    code = aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--inductor-config", "max_autotun=true", "--json", str(out)])
+    assert code == 2
+    assert "max_autotun" in capsys.readouterr().err
+    report = json.loads(out.read_text())
+    assert report["phases"][0]["findings"][0]["code"] == "tool.usage" and "max_autotune" in json.dumps(report)
+    validate("build-report", report)
