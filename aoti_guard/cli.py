@@ -47,6 +47,8 @@ def click_option(flag: Flag) -> Callable[[Callable[..., Any]], Callable[..., Any
     kwargs: dict[str, Any] = {"metavar": flag.metavar, "help": text, "default": flag.default_value}
     if flag.kind == "path":
         kwargs["type"] = click.Path(dir_okay=False, allow_dash=True)
+    elif flag.kind == "folder":
+        kwargs["type"] = click.Path(file_okay=False)
     elif flag.kind in ("float", "int"):
         kwargs["type"] = (
             click.FloatRange(min=flag.minimum)

@@ -22,7 +22,7 @@ __all__ = ["OUTPUT_FLAGS", "PROBE_FLAGS", "Flag", "Outputs", "add_to_parser", "o
 @dataclass(frozen=True)
 class Flag:
     """One flag. ``field``: the ProbeOptions field it sets (None: a CLI-level flag kept in
-    ``Outputs``); ``kind``: "str", "path", "float", "int" or "switch"; ``invert``: a switch that sets
+    ``Outputs``); ``kind``: "str", "path", "folder", "float", "int" or "switch"; ``invert``: a switch that sets
     its field to False (``--no-escalate`` -> ``escalate=False``); ``minimum``: the smallest value."""
 
     name: str
@@ -105,7 +105,7 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--save-inputs",
         "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
-        kind="path",
+        kind="folder",
         field="save_inputs",
         metavar="DIR",
     ),

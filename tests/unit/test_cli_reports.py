@@ -188,28 +188,24 @@ def test_both_command_lines_have_the_same_probe_flags_and_defaults() -> None:
             assert flag.default_value == getattr(ProbeOptions(), flag.field)
 
 
-def test_the_same_command_line_gives_the_same_options() -> None:
-    argv = [
-        "p.pt2",
-        "--device",
-        "cpu",
-        "--timeout",
-        "12",
-        "--no-escalate",
-        "--fast",
-        "--weights",
-        "w.safetensors",
-        "--escalate-timeout",
-        "30",
-    ]
+def test_the_same_command_line_gives_the_same_options(tmp_path: Path) -> None:
+    folder = str(tmp_path)  # an existing folder: --save-inputs takes one
+    argv = ["p.pt2", "--device", "cpu", "--timeout", "12", "--no-escalate", "--fast", "--weights", "w.safetensors"]
+    argv += ["--escalate-timeout", "30", "--iterations", "3", "--save-inputs", folder]
     from_argparse = probe_options(vars(build_parser().parse_args(argv)))
     ctx = click_cli.commands["probe"].make_context("probe", list(argv))
     from_click = probe_options(ctx.params)
-    assert (
-        from_argparse
-        == from_click
-        == ProbeOptions(device="cpu", timeout_s=12.0, escalate=False, fast=True, weights="w.safetensors", escalate_timeout_s=30.0)
+    expected = ProbeOptions(
+        device="cpu",
+        timeout_s=12.0,
+        escalate=False,
+        fast=True,
+        weights="w.safetensors",
+        escalate_timeout_s=30.0,
+        iterations=3,
+        save_inputs=folder,
     )
+    assert from_argparse == from_click == expected
 
 
 def test_a_bad_number_is_a_usage_error(unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
