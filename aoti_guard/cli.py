@@ -6,19 +6,27 @@ tool itself could not run (an unexpected error is reported as a bug, with its tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from aoti_guard.builder.options import BuildOptions
+from aoti_guard.container.probe import ImageProbeOptions
 from runtime_probe._version import __version__
-from runtime_probe.cli import emit_report
-from runtime_probe.errors import GuardError
+from runtime_probe.cli import check_outputs, emit_report, error_report, report_inputs, write_error_reports
+from runtime_probe.errors import GuardError, UsageError
+from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
+from runtime_probe.progress import Progress
+from runtime_probe.report import Report
 
 if TYPE_CHECKING:
     from aoti_guard.pt2.signing import SigningKey
@@ -26,23 +34,76 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _progress(quiet: bool):  # type: ignore[no-untyped-def]
-    def say(phase: str, event: str, seconds: float | None = None) -> None:
-        if quiet:
-            return
-        if event == "start":
-            click.echo(f"[{phase}] ...", err=True)
-        elif seconds is not None:
-            click.echo(f"[{phase}] {event} in {seconds:.2f}s", err=True)
-        else:
-            click.echo(f"[{phase}] {event}", err=True)
-
-    return say
+_MIB = 1024 * 1024
+_IMAGE_DEFAULTS = ImageProbeOptions(image="")  # the --image flags' defaults live in ImageProbeOptions
 
 
-def _check_report_path(path: str | None, flag: str) -> None:
-    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise click.UsageError(f"{flag}: folder {os.path.dirname(os.path.abspath(path))} does not exist")
+def click_option(flag: Flag) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option for one flag of runtime_probe.probe.flags (declared once for both CLIs)."""
+    names = [flag.short, flag.name] if flag.short else [flag.name]
+    text = flag.help + "."
+    if flag.kind == "switch":
+        return click.option(*names, flag.dest, is_flag=True, help=text)
+    kwargs: dict[str, Any] = {"metavar": flag.metavar, "help": text, "default": flag.default_value}
+    if flag.kind == "path":
+        kwargs["type"] = click.Path(dir_okay=False, allow_dash=True)
+    elif flag.kind == "folder":
+        kwargs["type"] = click.Path(file_okay=False)
+    elif flag.kind in ("float", "int"):
+        kwargs["type"] = (
+            click.FloatRange(min=flag.minimum)
+            if flag.kind == "float"
+            else click.IntRange(min=None if flag.minimum is None else int(flag.minimum))
+        )
+        kwargs["show_default"] = True
+    return click.option(*names, flag.dest, **{k: v for k, v in kwargs.items() if v is not None})
+
+
+def flag_options(flags: Sequence[Flag]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for flag in reversed(flags):
+            fn = click_option(flag)(fn)
+        return fn
+
+    return decorate
+
+
+@contextmanager
+def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
+    """torch's Python warnings (FutureWarning LeafSpec, the TF32 hint) and its log records go to the
+    report (``sink``) and --log-file, not to the user's terminal."""
+    import logging
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            line = f"{record.levelname} {record.name}: {record.getMessage()}"
+            sink.append(line)
+            progress.log_line(line)
+
+    handler, torch_log = _Keep(level=logging.WARNING), logging.getLogger("torch")
+    quiet_handlers = [h for h in torch_log.handlers if isinstance(h, logging.StreamHandler)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        torch_log.addHandler(handler)
+        for h in quiet_handlers:
+            torch_log.removeHandler(h)
+        try:
+            yield
+        finally:
+            torch_log.removeHandler(handler)
+            for h in quiet_handlers:
+                torch_log.addHandler(h)
+    for w in caught:
+        line = f"{w.category.__name__} {os.path.basename(str(w.filename))}:{w.lineno}: {w.message}"
+        sink.append(line)
+        progress.log_line(line)
+
+
+def _with_log(report: Report, lines: Sequence[str]) -> Report:
+    if not lines:
+        return report
+    unique = list(dict.fromkeys(lines))[:200]  # the same warning raised per call is kept once
+    return dataclasses.replace(report, extra={**report.extra, "log": unique})
 
 
 def _is_given(ctx: click.Context, name: str) -> bool:
@@ -83,7 +144,10 @@ def cli() -> None:
 @click.argument("target", required=False)
 @click.option("-o", "--output", required=True, metavar="OUT.pt2", help="The package to write (must end in .pt2).")
 @click.option(
-    "--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N: where the model is exported, compiled and validated."
+    "--device",
+    default=BuildOptions.device,
+    show_default=True,
+    help="cpu, cuda or cuda:N: where the model is exported, compiled and validated.",
 )
 @click.option(
     "--dynamic",
@@ -100,13 +164,13 @@ def cli() -> None:
     help="An Inductor option for the release model (repeat), e.g. max_autotune=true.",
 )
 @click.option("--no-debug-twin", is_flag=True, help="Do not compile the sanitized debug twin (halves compile time and package size).")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option(
     "--cpu-isa",
     type=click.Choice(["native", "x86-64-v2", "x86-64-v3", "x86-64-v4"]),
     help="CPU instruction set the package's code may use (default native: this CPU's).",
 )
 @click.option("--cuda-arch", "cuda_arch", metavar="CC,...", help="CUDA archs the kernels must cover, e.g. 8.0,9.0 (checked).")
-@click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
 @click.option(
     "--allow-partial-coverage",
@@ -116,16 +180,20 @@ def cli() -> None:
 @click.option(
     "--golden-max-mb",
     type=click.FloatRange(min=0),
-    default=16.0,
+    default=BuildOptions.golden_max_bytes / _MIB,
     show_default=True,
     help="Size cap for the golden samples stored in the package.",
 )
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference run.")
 @click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for compiled vs eager (default by dtype).")
 @click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for compiled vs eager (default by dtype).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the generated golden inputs.")
+@click.option("--seed", type=int, default=BuildOptions.seed, show_default=True, help="Seed for the generated golden inputs.")
 @click.option(
-    "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the validation child may take per step."
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=BuildOptions.timeout_s,
+    show_default=True,
+    help="Seconds the validation child may take per step.",
 )
 @click.option(
     "--reference",
@@ -141,7 +209,7 @@ def cli() -> None:
 @click.option(
     "--minify-timeout",
     type=click.FloatRange(min=1),
-    default=300.0,
+    default=BuildOptions.minify_timeout_s,
     show_default=True,
     help="Seconds the minifier may take in all.",
 )
@@ -151,41 +219,8 @@ def cli() -> None:
     metavar="KEY",
     help="Sign the package with this Ed25519 private key (from aoti-guard keygen); a build that cannot sign fails.",
 )
-@click.option("--json", "json_path", metavar="PATH", help="Write the build report as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when the build fails.")
-@click.option(
-    "-v",
-    "--verbose",
-    is_flag=True,
-    help="Also show the informational findings of phases that passed (a failed phase shows all of its own).",
-)
-def build(
-    target: str | None,
-    output: str,
-    device: str,
-    dynamic: tuple[str, ...],
-    configs: tuple[str, ...],
-    no_debug_twin: bool,
-    trace_dir: str | None,
-    allow_nonfinite: bool,
-    allow_partial_coverage: bool,
-    golden_max_mb: float,
-    no_fp64: bool,
-    atol: float | None,
-    rtol: float | None,
-    seed: int,
-    timeout: float,
-    reference: str | None,
-    keep_onnx: str | None,
-    minify: bool,
-    minify_timeout: float,
-    sign_key: str | None,
-    json_path: str | None,
-    quiet: bool,
-    verbose: bool,
-    cpu_isa: str | None = None,
-    cuda_arch: str | None = None,
-) -> None:
+@flag_options(OUTPUT_FLAGS)
+def build(target: str | None, **params: Any) -> None:
     """Export, compile, validate and package TARGET into one .pt2.
 
     \b
@@ -207,49 +242,49 @@ def build(
       aoti-guard build models.py:make -o model.pt2 --device cuda --inductor-config max_autotune=true
       aoti-guard build models.py:make -o model.pt2 --reference onnxruntime --minify
     """
-    _check_report_path(json_path, "--json")
-    from aoti_guard.builder.options import BuildOptions
+    outputs = outputs_of(params)
+    check_outputs(outputs, report_inputs(None, {**params, "target": target}))
+    options = build_options(params)
     from aoti_guard.builder.pipeline import build as run_build
 
-    options = BuildOptions(
-        output=output,
-        device=device,
-        dynamic=dynamic,
-        inductor_configs=_parse_config(configs),
-        debug_twin=not no_debug_twin,
-        trace_dir=trace_dir,
-        allow_nonfinite=allow_nonfinite,
-        allow_partial_coverage=allow_partial_coverage,
-        golden_max_bytes=int(golden_max_mb * 1024 * 1024),
-        fp64_reference=not no_fp64,
-        atol=atol,
-        rtol=rtol,
-        seed=seed,
-        timeout_s=timeout,
-        reference=reference,
-        keep_onnx=keep_onnx,
-        minify=minify,
-        minify_timeout_s=minify_timeout,
-        sign_key=sign_key,
-        cpu_isa=cpu_isa,
-        cuda_archs=_cuda_archs(cuda_arch),
-    )
-    signer = _load_key(sign_key) if sign_key is not None else None
-    report = run_build(target, options, _progress(quiet), signer=signer)
-    emit_report(report, json_path=json_path, junit_path=None, verbose=verbose, quiet=quiet)
-    minified = report.extra.get("minify") or {}
-    if minified.get("repro"):
-        click.echo(
-            f"minifier: repro {minified['repro']} ({minified.get('nodes_after')} of {minified.get('nodes_before')} graph nodes)\n"
-            f"  run it:   {minified.get('run_repro')}\n  minify again: {minified.get('rerun_minifier')}",
-            err=True,
-        )
-    if report.passed and not quiet:
-        click.echo(
-            f"wrote {report.package['path']} ({report.package.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(report.package.get('sha256', ''))[:16]}…)",
-            err=True,
-        )
+    signer = _load_key(options.sign_key) if options.sign_key is not None else None
+    progress, log = Progress(quiet=outputs.quiet, log=outputs.log_file), list[str]()
+    try:
+        with _torch_noise_to_log(progress, log):
+            report = run_build(target, options, progress, signer=signer)
+    finally:
+        progress.close()
+    report = dataclasses.replace(_with_log(report, log), strict=outputs.strict)
+    emit_report(report, outputs)
+    _say_build_result(report, outputs)
     sys.exit(report.exit_code)
+
+
+def build_options(params: Mapping[str, Any]) -> BuildOptions:
+    """BuildOptions from the build command's click parameters (the one place they are mapped)."""
+    return BuildOptions(
+        output=params["output"],
+        device=params["device"],
+        dynamic=tuple(params["dynamic"]),
+        inductor_configs=_parse_config(params["configs"]),
+        debug_twin=not params["no_debug_twin"],
+        trace_dir=params["trace_dir"],
+        allow_nonfinite=params["allow_nonfinite"],
+        allow_partial_coverage=params["allow_partial_coverage"],
+        golden_max_bytes=int(params["golden_max_mb"] * _MIB),
+        fp64_reference=not params["no_fp64"],
+        atol=params["atol"],
+        rtol=params["rtol"],
+        seed=params["seed"],
+        timeout_s=params["timeout"],
+        reference=params["reference"],
+        keep_onnx=params["keep_onnx"],
+        minify=params["minify"],
+        minify_timeout_s=params["minify_timeout"],
+        sign_key=params["sign_key"],
+        cpu_isa=params["cpu_isa"],
+        cuda_archs=_cuda_archs(params["cuda_arch"]),
+    )
 
 
 def _cuda_archs(text: str | None) -> tuple[str, ...]:
@@ -261,35 +296,25 @@ def _cuda_archs(text: str | None) -> tuple[str, ...]:
         raise click.UsageError(str(exc)) from None
 
 
+def _say_build_result(report: Report, outputs: Outputs) -> None:
+    minified = report.extra.get("minify") or {}
+    if minified.get("repro"):
+        click.echo(
+            f"minifier: repro {minified['repro']} ({minified.get('nodes_after')} of {minified.get('nodes_before')} graph nodes)\n"
+            f"  run it:   {minified.get('run_repro')}\n  minify again: {minified.get('rerun_minifier')}",
+            err=True,
+        )
+    if report.passed and not outputs.quiet:
+        click.echo(
+            f"wrote {report.package['path']} ({report.package.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(report.package.get('sha256', ''))[:16]}…)",
+            err=True,
+        )
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("package", type=click.Path(dir_okay=False))
-@click.option("--device", help="cpu, cuda or cuda:N (default: the device the package was built for).")
-@click.option(
-    "--weights",
-    type=click.Path(dir_okay=False),
-    help="A .safetensors file: validated against the contract, then loaded in place of the package's constants.",
-)
-@click.option(
-    "--inputs", type=click.Path(dir_okay=False), help="A .safetensors file of inputs (keys = input names) to run after the golden samples."
-)
-@click.option(
-    "--inputs-device", metavar="D", help="Place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())."
-)
-@click.option(
-    "--public-key",
-    type=click.Path(dir_okay=False),
-    metavar="KEY.pub",
-    help="Require a valid signature by this Ed25519 public key, checked before anything in the package is trusted.",
-)
-@click.option("--fast", is_flag=True, help="Pre-flight only: archive, host, load, one golden sample.")
-@click.option("--all-devices", is_flag=True, help="Probe every visible GPU in parallel: one child per device, a report section per device.")
-@click.option("--no-escalate", is_flag=True, help="Do not rerun a failure with more instruments.")
-@click.option(
-    "--escalate-timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Seconds the whole escalation may take."
-)
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds each load or golden run may take.")
-@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report here.")
-@click.option("--junit", "junit_path", metavar="PATH", help="Write a JUnit XML report here (a testcase per phase).")
+@flag_options(PROBE_FLAGS)
+@flag_options(OUTPUT_FLAGS)
 @click.option(
     "--image",
     metavar="IMAGE",
@@ -298,53 +323,26 @@ def _cuda_archs(text: str | None) -> tuple[str, ...]:
 @click.option(
     "--image-timeout",
     type=click.FloatRange(min=1),
-    default=900.0,
+    default=_IMAGE_DEFAULTS.container_timeout_s,
     show_default=True,
     help="With --image: seconds the whole container may run; then it is killed and removed.",
 )
 @click.option(
     "--probe-source",
     type=click.Choice(["auto", "image", "local"]),
-    default="auto",
+    default=_IMAGE_DEFAULTS.probe_source.value,
     show_default=True,
     help="With --image: run the image's own runtime_probe (image), this tool's copy mounted read-only (local), "
     "or the image's own when it has one, else this tool's (auto).",
 )
 @click.option(
     "--image-python",
-    default="python3",
+    default=_IMAGE_DEFAULTS.python,
     show_default=True,
     metavar="PYTHON",
     help="With --image: the interpreter in the image (a name on its PATH or an absolute path).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress; the report only when a check fails.")
-@click.option(
-    "-v",
-    "--verbose",
-    is_flag=True,
-    help="Also show the informational findings of phases that passed (a failed phase shows all of its own).",
-)
-def probe(
-    package: str,
-    device: str | None,
-    weights: str | None,
-    inputs: str | None,
-    inputs_device: str | None,
-    public_key: str | None,
-    fast: bool,
-    all_devices: bool,
-    no_escalate: bool,
-    escalate_timeout: float,
-    timeout: float,
-    json_path: str | None,
-    junit_path: str | None,
-    image: str | None,
-    image_timeout: float,
-    probe_source: str,
-    image_python: str,
-    quiet: bool,
-    verbose: bool,
-) -> None:
+def probe(package: str, **params: Any) -> None:
     """Check PACKAGE on this host, in an isolated child process.
 
     \b
@@ -365,59 +363,61 @@ def probe(
     no torch) or the package fails there, 2 when the image is not on the engine, 3 when no engine
     answers, it has no GPU runtime, or the container ended without a report.
     """
-    _check_report_path(json_path, "--json")
-    _check_report_path(junit_path, "--junit")
-    say = _progress(quiet)
+    outputs = outputs_of(params)
+    check_outputs(outputs, report_inputs(package, params))
+    progress = Progress(quiet=outputs.quiet, log=outputs.log_file)
+    try:
+        if params["image"] is not None:
+            report = _probe_in_image(package, params, progress)
+        else:
+            from runtime_probe.probe.run import probe as run_probe
+
+            _image_flags_need_image(params)
+            report = run_probe(package, probe_options(params), progress)
+    finally:
+        progress.close()
+    report = dataclasses.replace(report, strict=outputs.strict)
+    emit_report(report, outputs)
+    sys.exit(report.exit_code)
+
+
+def _image_flags_need_image(params: Mapping[str, Any]) -> None:
     ctx = click.get_current_context()
     for name in ("image_timeout", "probe_source", "image_python"):
-        if image is None and _is_given(ctx, name):
+        if _is_given(ctx, name):
             raise click.UsageError(f"--{name.replace('_', '-')} only applies with --image IMAGE")
-    if image is not None:
-        from aoti_guard.container.probe import ImageProbeOptions, ProbeSource, probe_in_image
 
-        for flag, given in (("--inputs", inputs), ("--inputs-device", inputs_device), ("--all-devices", all_devices)):
-            if given:
-                raise click.UsageError(
-                    f"{flag} is not supported with --image yet: probe on the host, or inside the image with python -m runtime_probe"
-                )
-        image_options = ImageProbeOptions(
-            image=image,
-            device=device,
-            weights=weights,
-            fast=fast,
-            timeout_s=timeout,
-            escalate=not no_escalate,
-            escalate_timeout_s=escalate_timeout if _is_given(ctx, "escalate_timeout") else None,
-            public_key=public_key,
-            container_timeout_s=image_timeout,
-            probe_source=ProbeSource(probe_source),
-            python=image_python,
-        )
-        report = probe_in_image(package, image_options, lambda phase, event: say(phase, event))
-        emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
-        sys.exit(report.exit_code)
-    from runtime_probe.probe.run import ProbeOptions
-    from runtime_probe.probe.run import probe as run_probe
 
-    options = ProbeOptions(
-        device=device,
-        weights=weights,
-        inputs=inputs,
-        inputs_device=inputs_device,
-        fast=fast,
-        timeout_s=timeout,
-        escalate=not no_escalate,
-        escalate_timeout_s=escalate_timeout,
-        all_devices=all_devices,
-        public_key=public_key,
+def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress) -> Report:
+    from aoti_guard.container.probe import ImageProbeOptions, ProbeSource, probe_in_image
+
+    for flag, given in (
+        ("--inputs", params["inputs"]),
+        ("--inputs-device", params["inputs_device"]),
+        ("--all-devices", params["all_devices"]),
+        ("--iterations", params["iterations"] != 1),
+        ("--save-inputs", params["save_inputs"]),
+        ("--save-outputs", params["save_outputs"]),
+    ):
+        if given:
+            raise click.UsageError(
+                f"{flag} is not supported with --image yet: probe on the host, or inside the image with python -m runtime_probe"
+            )
+    local = probe_options(params)
+    image_options = ImageProbeOptions(
+        image=params["image"],
+        device=local.device,
+        weights=local.weights,
+        fast=local.fast,
+        timeout_s=local.timeout_s,
+        escalate=local.escalate,
+        escalate_timeout_s=local.escalate_timeout_s if _is_given(click.get_current_context(), "escalate_timeout") else None,
+        public_key=local.public_key,
+        container_timeout_s=params["image_timeout"],
+        probe_source=ProbeSource(params["probe_source"]),
+        python=params["image_python"],
     )
-    report = run_probe(
-        package,
-        options,
-        lambda phase, event: say(phase, event),
-    )
-    emit_report(report, json_path=json_path, junit_path=junit_path, verbose=verbose, quiet=quiet)
-    sys.exit(report.exit_code)
+    return probe_in_image(package, image_options, lambda phase, event: progress(phase, event))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -498,25 +498,42 @@ def sign(package: str, key: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: maps expected errors to exit codes, and bugs to exit 3 with a saved traceback."""
+    """Entry point: maps expected errors to exit codes, and bugs to exit 3 with a saved traceback.
+    A build or probe that stops on an error still writes its --json/--junit report (tool.* finding)."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="aoti-guard", standalone_mode=False)
+        cli.main(args=args, prog_name="aoti-guard", standalone_mode=False)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
+        _error_report(args, GuardError("aborted"))
         return 3
     except click.ClickException as exc:  # usage errors: exit 2
         exc.show()
+        _error_report(args, UsageError(exc.format_message()))
         return exc.exit_code
     except GuardError as exc:
         click.echo(f"error: {exc}", err=True)
+        _error_report(args, exc)
         return exc.exit_code
-    except Exception:  # noqa: BLE001 - a bug in aoti-guard: keep the traceback, exit 3
+    except Exception as exc:  # noqa: BLE001 - a bug in aoti-guard: keep the traceback, exit 3
         fd, path = tempfile.mkstemp(prefix="aoti-guard-crash-", suffix=".txt")
         with os.fdopen(fd, "w") as fh:
             traceback.print_exc(file=fh)
         click.echo(f"error: aoti-guard failed unexpectedly (this is a bug in aoti-guard). Traceback saved to {path}", err=True)
         click.echo(traceback.format_exc().splitlines()[-1], err=True)
+        _error_report(args, exc)
         return 3
     return 0
+
+
+def _error_report(args: Sequence[str], exc: BaseException) -> None:
+    """The report of a build or probe that stopped on ``exc``, at the --json/--junit it was given."""
+    if not args or args[0] not in ("build", "probe"):
+        return
+    from runtime_probe.cli import lenient_outputs
+
+    positional, named, outputs = lenient_outputs(args[1:])
+    subject = named["output"] if args[0] == "build" else positional
+    write_error_reports(error_report(args[0], subject, exc), outputs, report_inputs(positional, named))

@@ -121,6 +121,10 @@ CODES: dict[str, str] = {
     "build.isa_beyond_baseline": "The CPU package's .so uses AVX-512/AMX instructions: it dies with SIGILL on CPUs without them (build with --cpu-isa x86-64-v3).",
     "build.arch_uncovered": "A CUDA arch listed with --cuda-arch is not covered by the package's kernel images (SASS, or forward-compatible PTX).",
     "build.sign_failed": "The package could not be signed; it was not written.",
+    # the run itself: written into the report when no check could run, so a pipeline always has one
+    "tool.usage": "The command line was wrong (a flag, or a file that is missing or not what it must be): nothing was checked.",
+    "tool.failed": "The tool could not run (an unwritable output, a missing dependency): nothing more was checked.",
+    "tool.bug": "The tool failed unexpectedly (a bug in it); the traceback's last line is in the evidence.",
 }
 
 
@@ -133,6 +137,9 @@ EXIT_CODES: dict[str, int] = {
     "env.image_missing": 2,
     "env.tmpdir_unusable": 3,
     "env.terminated": 3,
+    "tool.usage": 2,
+    "tool.failed": 3,
+    "tool.bug": 3,
 }
 
 

@@ -17,9 +17,13 @@ from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
+from runtime_probe.report import clean
 from runtime_probe.trust.signature import SignatureFormatError, read_signature
 
 __all__ = ["inspect_package", "render_inspection"]
+
+# The inspect JSON's own version (runtime_probe/schemas/inspect.schema.json), MAJOR.MINOR as reports.
+INSPECT_SCHEMA_VERSION = "1.0"
 
 WITHOUT_MANIFEST = [
     "input/output names and dynamic ranges (AOTI numbers inputs by position only)",
@@ -32,7 +36,13 @@ WITHOUT_MANIFEST = [
 
 def inspect_package(path: str) -> dict[str, Any]:
     archive, findings = open_archive(path)
-    data: dict[str, Any] = {"path": os.path.abspath(path), "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
+    data: dict[str, Any] = {
+        "schema_version": INSPECT_SCHEMA_VERSION,
+        "kind": "inspect",
+        "path": os.path.abspath(path),
+        "bytes": os.path.getsize(path),
+        "sha256": sha256_file(path),
+    }
     data["problems"] = [f.to_dict() for f in findings]
     if archive is None:
         return data
@@ -120,7 +130,7 @@ def render_inspection(data: dict[str, Any]) -> str:
     for p in data.get("problems", []):
         lines.append(f"PROBLEM  {p.get('code')}: {p.get('message')}")
     if "root" not in data:
-        return "\n".join(lines) + "\n"
+        return "\n".join(clean(line) for line in lines) + "\n"
     m = data.get("manifest")
     if m:
         lines.append(f"manifest schema {m['schema_version']}, built {m['created']} by {m['tool'].get('name')} {m['tool'].get('version')}")
@@ -193,4 +203,4 @@ def render_inspection(data: dict[str, Any]) -> str:
     lines.append("entries:")
     for e in data.get("entries", []):
         lines.append(f"  {e['bytes']:>12,}  {e['name']}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(clean(line) for line in lines) + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import tempfile
+import unicodedata
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,10 +18,11 @@ from typing import Any
 
 from runtime_probe.errors import ToolError
 from runtime_probe.findings import Finding, Severity, exit_code_of
+from runtime_probe.output import write_atomic, write_output
 
-__all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "render_text", "write_atomic", "write_json", "write_junit"]
+__all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "clean", "render_text", "write_atomic", "write_json", "write_junit"]
 
-REPORT_SCHEMA_VERSION = "1.0"
+REPORT_SCHEMA_VERSION = "1.1"  # 1.1: ``strict``
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
@@ -73,6 +74,7 @@ class Report:
     title: str | None = None
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     tool_version: str = ""
+    strict: bool = False  # --strict: a warning fails the report too
 
     @property
     def findings(self) -> list[Finding]:
@@ -83,14 +85,18 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return not any(f.severity is Severity.ERROR for f in self.findings)
+        return self.exit_code == 0
 
     @property
     def exit_code(self) -> int:
         """0 when every check passed, 1 when a check failed (DESIGN.md's exit-code contract); 2 or 3
         when an error finding says the check could not run (``findings.EXIT_CODES``: no engine,
-        no such image)."""
-        return exit_code_of(self.findings)
+        no such image). Under ``strict`` a warning alone gives 1."""
+        findings = self.findings
+        code = exit_code_of(findings)
+        if code == 0 and self.strict and any(f.severity is Severity.WARNING for f in findings):
+            return 1
+        return code
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)
@@ -104,6 +110,7 @@ class Report:
             "created": self.created,
             "passed": self.passed,
             "exit_code": self.exit_code,
+            "strict": self.strict,
             "package": dict(self.package),
             "host": dict(self.host),
             "phases": [p.to_dict() for p in self.phases],
@@ -133,19 +140,43 @@ class Report:
             phases=tuple(PhaseResult.from_dict(p) for p in data.get("phases", [])),
             sections=tuple(cls.from_dict(s) for s in data.get("sections", [])),
             extra=dict(data.get("extra") or {}),
+            strict=bool(data.get("strict", False)),
         )
 
 
 _MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
 
 
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def clean(value: object) -> str:
+    """``value`` as text safe for a terminal or an XML file: control, format (bidi overrides such
+    as U+202E) and separator characters are escaped (``\\x1b``), since names in a report come from
+    the package and a hostile package must not drive the terminal or fake a line of the report."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in _UNPRINTABLE:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def format_finding(f: Finding) -> str:
-    """One line (plus an indented hint line): code, what failed, expected vs found, what to do."""
-    line = f"{_MARK[f.severity]} {f.code}: {f.message}"
+    """One line (plus an indented hint line): code, what failed, expected vs found, what to do.
+    Every field is passed through ``clean``: messages quote names from the package."""
+    line = f"{_MARK[f.severity]} {clean(f.code)}: {clean(f.message)}"
     if f.expected is not None or f.found is not None:
-        line += f" (expected {f.expected if f.expected is not None else '-'}, found {f.found if f.found is not None else '-'})"
+        expected = clean(f.expected) if f.expected is not None else "-"
+        found = clean(f.found) if f.found is not None else "-"
+        line += f" (expected {expected}, found {found})"
     if f.hint:
-        line += f"\n        hint: {f.hint}"
+        line += f"\n        hint: {clean(f.hint)}"
     return line
 
 
@@ -156,15 +187,17 @@ def render_text(report: Report, *, verbose: bool = False) -> str:
     errors = sum(1 for f in report.findings if f.severity is Severity.ERROR)
     warnings = sum(1 for f in report.findings if f.severity is Severity.WARNING)
     verdict = "PASSED" if report.passed else "FAILED"
-    lines.append(f"{verdict}: {errors} error(s), {warnings} warning(s)")
+    strict = " (--strict: warnings fail)" if report.strict and warnings and not errors else ""
+    lines.append(f"{verdict}: {errors} error(s), {warnings} warning(s){strict}")
     return "\n".join(lines) + "\n"
 
 
 def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str) -> None:
     head = report.title or f"{report.kind} {report.package.get('path', '')}".strip()
-    lines.append(f"{indent}{head}")
+    lines.append(f"{indent}{clean(head)}")
     for p in report.phases:
-        lines.append(f"{indent}  {p.name:<10} {p.status:<8} {p.seconds:7.2f}s")
+        lines.append(f"{indent}  {clean(p.name):<10} {p.status:<8} {p.seconds:7.2f}s")
+        lines.extend(f"{indent}    {line}" for line in _latency_lines(p))
         for f in p.findings:
             # In a failed phase an informational finding explains the failure (the remedy the
             # ladder verified, the kernels that ran), so it is shown; elsewhere only with -v.
@@ -176,36 +209,22 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
         _render_into(s, lines, verbose=verbose, indent=indent + "  ")
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
-    """Write via a temp file in the same folder and os.replace: readers never see half a file.
-
-    ``mode``: the file's permission bits, set before any byte is written (the temp file starts at
-    0600, so a secret is never readable by others, not even briefly); default: mkstemp's 0600.
-    """
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    except OSError as exc:
-        raise ToolError(f"cannot write {target}: {exc.strerror}", hint="check the folder exists and is writable") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if mode is not None:
-                os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _latency_lines(p: PhaseResult) -> list[str]:
+    """The golden phase's --iterations timings, one line per sample (trtexec's summary)."""
+    out = []
+    for run in p.detail.get("runs") or []:
+        lat = run.get("latency_ms") if isinstance(run, Mapping) else None
+        if isinstance(lat, Mapping) and lat.get("n"):
+            out.append(
+                f"latency {clean(run.get('sample'))}: p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms "
+                f"(min {lat['min']:.3f}, max {lat['max']:.3f}, {lat['n']} runs)"
+            )
+    return out
 
 
 def write_json(report: Report, path: str | os.PathLike[str]) -> None:
-    write_atomic(path, (json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n").encode())
+    """Write the JSON report: ``-`` is stdout; a FIFO or device is written in place (output.py)."""
+    write_output(os.fspath(path), (json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n").encode())
 
 
 def junit_xml(report: Report) -> bytes:
@@ -237,7 +256,7 @@ def _junit_suite(report: Report, parent: ET.Element) -> None:
         text = "\n".join(format_finding(f) for f in p.findings)
         if p.status == FAILED:
             first = next((f for f in p.findings if f.severity is Severity.ERROR), None)
-            fail = ET.SubElement(case, "failure", message=first.message if first else "failed", type=first.code if first else "")
+            fail = ET.SubElement(case, "failure", message=clean(first.message) if first else "failed", type=first.code if first else "")
             fail.text = text
         elif p.status == SKIPPED:
             ET.SubElement(case, "skipped", message=str(p.detail.get("reason", "skipped")))
@@ -247,7 +266,7 @@ def _junit_suite(report: Report, parent: ET.Element) -> None:
 
 
 def write_junit(report: Report, path: str | os.PathLike[str]) -> None:
-    write_atomic(path, junit_xml(report))
+    write_output(os.fspath(path), junit_xml(report))
 
 
 def make_phase(

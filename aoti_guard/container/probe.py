@@ -36,6 +36,7 @@ from runtime_probe.findings import Finding, error, info
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import READ_ERRORS, open_archive
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
+from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.probe.phases import package_device
 from runtime_probe.probe.run import PHASES
 from runtime_probe.report import PhaseResult, Report, make_phase
@@ -76,7 +77,7 @@ class ImageProbeOptions:
     device: str | None = None
     weights: str | None = None
     fast: bool = False
-    timeout_s: float = 300.0
+    timeout_s: float = ProbeOptions.timeout_s
     escalate: bool = True
     escalate_timeout_s: float | None = None  # None: the container's probe default
     public_key: str | None = None

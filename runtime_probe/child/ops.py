@@ -159,7 +159,8 @@ def _tensors(state: State, path: str) -> dict[str, Any]:
 def op_load_weights(state: State, key: str, weights_path: str, device: str, names: list[str]) -> dict[str, Any]:
     """Load already-validated weights into a model (the parent checked names, shapes, dtypes)."""
     started = time.monotonic()
-    tensors = _safetensors.load(weights_path, names=names, device=device)
+    # borrow: load_constants copies the tensors in at once, so the library's mmap-backed ones do
+    tensors = _safetensors.load(weights_path, names=names, device=device, borrow=True)
     state.models[key].load_constants(tensors, check_full_update=True)
     return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(tensors)}
 
@@ -178,11 +179,16 @@ def op_run(
     equal_nan: bool = False,
     input_device: str | None = None,
     contract_from: str | None = None,
+    iterations: int = 1,
+    save_inputs_path: str | None = None,
 ) -> dict[str, Any]:
     """Run one sample through a loaded model and compare with the references it stores.
 
     ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
     ``contract_from`` (the package path) checks them against its contract first, by name.
+    ``iterations`` > 1: after the judged run, time that many more (``latency_ms``: p50, p99).
+    ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
+    (an inputs file is what ``--inputs`` takes back).
     """
     import torch
 
@@ -194,6 +200,9 @@ def op_run(
             leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
+    if save_inputs_path is not None:
+        named = {spec["name"]: leaf for spec, leaf in zip(inputs, leaves) if spec["kind"] == "tensor"}
+        _safetensors.dump({k: v.detach().to("cpu").contiguous() for k, v in named.items()}, save_inputs_path)
     spec = _treespec.load(in_spec)
     if contract_from is not None:
         refused = _contract_error(contract_from, device, leaves, spec, in_spec)
@@ -227,6 +236,8 @@ def op_run(
             saved[name] = value.detach().to("cpu")
     if save_path is not None:
         _safetensors.dump(saved, save_path)
+    if iterations > 1:
+        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations)
     return report
 
 
@@ -279,6 +290,33 @@ def _contract_error(package: str, device: str, leaves: list[Any], spec: Any, in_
             "hint": exc.hint,
         }
     return None
+
+
+def _latency(call: Any, device: str, iterations: int) -> dict[str, Any]:
+    """Per-call wall time over ``iterations`` calls (after the judged run warmed up), as trtexec
+    reports it: each call ends with a device synchronize, so the time is the whole call's."""
+    import torch
+
+    times: list[float] = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        call()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - started) * 1000.0)
+    ordered = sorted(times)
+
+    def pct(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))], 4)
+
+    return {
+        "n": len(times),
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "min": round(ordered[0], 4),
+        "max": round(ordered[-1], 4),
+        "mean": round(sum(times) / len(times), 4),
+    }
 
 
 def _checker(package: str, device: str) -> Any:

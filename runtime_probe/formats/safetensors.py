@@ -354,9 +354,16 @@ def _to_tensor(info: TensorInfo, buf: bytearray) -> torch.Tensor:
 
 
 def load(
-    path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview, *, names: Iterable[str] | None = None, device: str = "cpu"
+    path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    *,
+    names: Iterable[str] | None = None,
+    device: str = "cpu",
+    borrow: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Validate the header, then build the (selected) tensors; each owns its memory."""
+    """Validate the header, then build the (selected) tensors; each owns its memory, unless
+    ``borrow``: then, for a file and when the safetensors library imports, the tensors are its
+    mmap-backed ones (1.6x faster for a 256 MB file, bench/safetensors_read.py), for callers that
+    copy them at once (load_constants) or read a private file of their own."""
     out: dict[str, torch.Tensor] = {}
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         view = memoryview(path_or_bytes).cast("B")
@@ -368,6 +375,9 @@ def load(
         with _open(path_or_bytes) as f:
             header = _read_header_from(f, DEFAULT_MAX_HEADER_BYTES)
             wanted = _select(header, names)
+            mapped = _library_load(f, wanted) if borrow else None
+            if mapped is not None:
+                return {name: t.to(device) for name, t in mapped.items()} if device != "cpu" else mapped
             for info in sorted(wanted, key=lambda t: t.begin):  # read the file front to back
                 f.seek(header.data_start + info.begin)
                 out[info.name] = _to_tensor(info, _read_exact(f, info.end - info.begin, info))
@@ -375,6 +385,29 @@ def load(
     if device != "cpu":
         out = {name: t.to(device) for name, t in out.items()}
     return out
+
+
+def _library_load(f: io.FileIO, wanted: list[TensorInfo]) -> dict[str, torch.Tensor] | None:
+    """The bulk read through the safetensors library, after the strict header check: the library
+    opens the very file this descriptor holds (/proc/self/fd), and each tensor's dtype and shape
+    must be the ones checked. None when the library is missing or disagrees (then the caller's
+    own reader runs)."""
+    proc_path = f"/proc/self/fd/{f.fileno()}"
+    if not os.path.exists(proc_path) or any(info.dtype == "BOOL" for info in wanted):
+        return None  # no /proc; or BOOL data, whose bytes only our reader checks (0 or 1)
+    try:
+        from safetensors import safe_open
+
+        out = {}
+        with safe_open(proc_path, framework="pt", device="cpu") as lib:
+            for info in wanted:
+                t = lib.get_tensor(info.name)
+                if str(t.dtype).removeprefix("torch.") != info.torch_dtype_name or tuple(t.shape) != tuple(info.shape):
+                    return None
+                out[info.name] = t
+        return out
+    except Exception:  # noqa: BLE001 - any failure of the optional library: our own reader decides
+        return None
 
 
 def _plan(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None) -> tuple[bytes, list[tuple[str, torch.Tensor]]]:

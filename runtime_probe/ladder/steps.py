@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ class LadderContext:
     shown_path: str | None = None  # the package as the user named it (``path`` may be a private copy)
     built_with: str | None = None  # the build's C++ compiler, where no manifest says it (the build's own diagnosis)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    note: Callable[[str], None] | None = None  # progress: called as each step starts
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -130,6 +131,13 @@ def _nonfinite(result: Mapping[str, Any]) -> bool:
     return any(o.get("nonfinite") and not o.get("ref_nonfinite") for o in (result.get("outputs") or {}).values())
 
 
+def _begin(ctx: LadderContext, label: str) -> float:
+    """A step starts: say so (the live progress line shows it with its running time)."""
+    if ctx.note is not None:
+        ctx.note(label)
+    return time.monotonic()
+
+
 def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | None, evidence: Mapping[str, Any]) -> None:
     ctx.steps.append(
         {
@@ -188,7 +196,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
     release = ctx.manifest.model_name if ctx.manifest else layout.RELEASE_MODEL
 
     # 1. strict rerun
-    started = time.monotonic()
+    started = _begin(ctx, "step 1 strict rerun")
     strict = _attempt(ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx))
     named = _classify_text(ctx, strict, "strict")
     _record(
@@ -234,7 +242,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
 
 def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
-    started = time.monotonic()
+    started = _begin(ctx, "step 2 debug twin")
     if ctx.manifest is None or ctx.manifest.debug_twin is None:
         _record(ctx, "twin", started, None, {"reason": "the package has no debug twin (built with --no-debug-twin, or not by aoti-guard)"})
         return []
@@ -254,7 +262,7 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
 
 def _sanitizer_step(ctx: LadderContext, replay: Replay, release: str) -> list[Finding]:
-    started = time.monotonic()
+    started = _begin(ctx, "step 3 compute-sanitizer")
     tool = shutil.which("compute-sanitizer")
     if tool is None:
         _record(ctx, "sanitizer", started, None, {"reason": "compute-sanitizer is not installed"})
@@ -310,7 +318,7 @@ def _so_facts(ctx: LadderContext, model_prefix: str) -> dict[str, Any]:
 
 
 def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list[Finding], str | None]:
-    started = time.monotonic()
+    started = _begin(ctx, "step 4 native backtrace")
     prefix = _debugger()
     if prefix is None:
         _record(ctx, "native", started, None, {"reason": "no gdb or cuda-gdb on this host: no native frames"})
@@ -349,7 +357,7 @@ def _libstdcxx_candidates(ctx: LadderContext) -> list[str]:
 
 
 def _remedy_step(ctx: LadderContext, replay: Replay, release: str, cause: str | None) -> list[Finding]:
-    started = time.monotonic()
+    started = _begin(ctx, "step 5 remedy")
     so = _so_facts(ctx, layout.model_dir(release))
     static_runtime = bool(so) and not so.get("links_libstdcxx")
     if cause != "cxx_runtime" and not (cause is None and static_runtime):

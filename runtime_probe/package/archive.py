@@ -391,12 +391,41 @@ def _ambiguous(problem: str) -> Finding:
     )
 
 
+# At most this many per-entry hash findings are reported; the rest are counted in one summary
+# finding. A hostile manifest listing 150k missing entries otherwise gave 56 MB of JSON.
+MAX_HASH_FINDINGS = 50
+
+
 def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
-    """Every entry's SHA-256 against the manifest; missing and unlisted entries too."""
+    """Every entry's SHA-256 against the manifest; missing and unlisted entries too (capped at
+    MAX_HASH_FINDINGS findings plus one that counts the rest)."""
     findings: list[Finding] = []
+    total = 0
+    for finding in _hash_findings(archive, hashes):  # a generator: the omitted ones are never kept
+        total += 1
+        if total <= MAX_HASH_FINDINGS:
+            findings.append(finding)
+    if total <= MAX_HASH_FINDINGS:
+        return findings
+    more = total - MAX_HASH_FINDINGS
+    return [
+        *findings,
+        error(
+            "archive.hash_mismatch",
+            PHASE,
+            f"{more} more entries are missing, unlisted or differ from the manifest (only the first {MAX_HASH_FINDINGS} are listed)",
+            expected="every entry as the manifest records it",
+            found=f"{total} problems in all",
+            hint="the package was modified after the build; do not load it, fetch the released file again",
+            evidence={"omitted": more, "total": total},
+        ),
+    ]
+
+
+def _hash_findings(archive: Archive, hashes: Mapping[str, str]) -> Iterator[Finding]:
     for rel, expected in sorted(hashes.items()):
         if rel not in archive.entries:
-            findings.append(
+            yield (
                 error(
                     "archive.hash_mismatch",
                     PHASE,
@@ -410,12 +439,10 @@ def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
         try:
             actual = archive.sha256(rel)
         except READ_ERRORS as exc:
-            findings.append(
-                error("archive.unreadable", PHASE, f"entry {rel} cannot be read: {exc}", hint="the file is corrupted; copy it again")
-            )
+            yield (error("archive.unreadable", PHASE, f"entry {rel} cannot be read: {exc}", hint="the file is corrupted; copy it again"))
             continue
         if actual != expected:
-            findings.append(
+            yield (
                 error(
                     "archive.hash_mismatch",
                     PHASE,
@@ -427,7 +454,7 @@ def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
                 )
             )
     for rel in sorted(set(archive.entries) - set(hashes) - layout.UNHASHED):
-        findings.append(
+        yield (
             error(
                 "archive.hash_mismatch",
                 PHASE,
@@ -438,7 +465,6 @@ def check_hashes(archive: Archive, hashes: Mapping[str, str]) -> list[Finding]:
                 evidence={"entry": rel},
             )
         )
-    return findings
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

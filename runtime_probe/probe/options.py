@@ -30,6 +30,11 @@ class ProbeOptions:
         env: extra environment for the child.
         public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
             it, checked before the manifest is believed and before anything native is opened.
+        iterations: run each golden sample (and --inputs) this many more times after the judged
+            run and report its latency (p50, p99); 1 = no timing runs.
+        save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
+            ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
+            ``inputs`` takes back, e.g. to replay it elsewhere).
     """
 
     device: str | None = None
@@ -44,6 +49,9 @@ class ProbeOptions:
     python: str | None = None
     env: Mapping[str, str | None] = field(default_factory=dict)
     public_key: str | None = None
+    iterations: int = 1
+    save_inputs: str | None = None
+    save_outputs: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]

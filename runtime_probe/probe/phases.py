@@ -325,7 +325,20 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
 def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """The failing run's arguments for the ladder's children. The contract check is dropped: it
     passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
-    return {k: v for k, v in args.items() if k != "contract_from"}
+    return {k: v for k, v in args.items() if k not in ("contract_from", "iterations", "save_path", "save_inputs_path")}
+
+
+def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
+    """--iterations and --save-inputs/--save-outputs for one run (a section per device: its label
+    goes into the file name with --all-devices)."""
+    opts = shared.options
+    stem = sample_id if not opts.all_devices else f"{dev.device.replace(':', '')}.{sample_id}"
+    out: dict[str, Any] = {"iterations": opts.iterations} if opts.iterations > 1 else {}
+    if opts.save_inputs is not None:
+        out["save_inputs_path"] = os.path.join(opts.save_inputs, f"{stem}.inputs.safetensors")
+    if opts.save_outputs is not None:
+        out["save_path"] = os.path.join(opts.save_outputs, f"{stem}.outputs.safetensors")
+    return out
 
 
 def golden_phase(shared: Shared, dev: Device) -> Phase:
@@ -365,7 +378,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             cases.append(("inputs", user_case))
     for sample_id, args in cases:
         try:
-            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args)
+            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
         except ChildFailure as exc:
             findings.append(
                 _child_finding(
@@ -394,6 +407,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             )
             continue
         runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
+        if reply.get("latency_ms"):
+            runs[-1]["latency_ms"] = reply["latency_ms"]
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):

@@ -56,7 +56,17 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(f"{flag}: unknown device {value!r}", hint="use cpu, cuda or cuda:N") from None
     for flag, value in (("--weights", options.weights), ("--inputs", options.inputs)):
         if value is not None and not os.path.isfile(value):
-            raise UsageError(f"{flag}: no such file {value}", hint=f"{flag} takes a .safetensors file")
+            # A FIFO, device or socket would hang or never end the read: say so, never open it.
+            what = "no such file" if not os.path.exists(value) else "not a regular file (a FIFO, device, socket or folder)"
+            raise UsageError(f"{flag}: {what}: {value}", hint=f"{flag} takes a .safetensors file")
+    for flag, folder in (("--save-inputs", options.save_inputs), ("--save-outputs", options.save_outputs)):
+        if folder is not None:
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
+    if options.iterations < 1:
+        raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
     if options.all_devices and options.device not in (None, "cuda"):
         raise UsageError(
             "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
@@ -320,6 +330,7 @@ def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> Phas
         deadline=started + shared.options.escalate_timeout_s,
         step_timeout=shared.options.timeout_s,
         weights=dev.weights_args,
+        note=lambda text: say(prefix + "escalate", text),
     )
     findings = run_ladder(ctx, dev.replay)
     result = make_phase(

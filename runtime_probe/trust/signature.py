@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +153,16 @@ def read_key_file(path: str | os.PathLike[str], max_bytes: int, what: str, *, mi
     """
     fspath = os.fspath(path)
     try:
-        with open(fspath, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-            mode = os.fstat(fh.fileno()).st_mode
+        # O_NONBLOCK: opening a FIFO with no writer must not hang; then only a regular file is read
+        # (a FIFO, device or socket could block or never end), checked on the open descriptor.
+        fd = os.open(fspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb", buffering=0) as fh:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError
+            if not stat.S_ISREG(mode):
+                raise UsageError(f"{fspath} is not a regular file (a FIFO, device or socket), so it is no {what} file", hint=missing_hint)
+            data = fh.read(max_bytes + 1) or b""
     except FileNotFoundError:
         raise UsageError(f"no {what} file {fspath}", hint=missing_hint) from None
     except IsADirectoryError:

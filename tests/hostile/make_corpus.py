@@ -25,7 +25,7 @@ from typing import Any
 
 from runtime_probe import layout
 
-from . import corpus_manifest, corpus_zip, zipcraft
+from . import corpus_cli, corpus_manifest, corpus_zip, zipcraft
 
 __all__ = ["Case", "Keys", "make_corpus"]
 
@@ -39,6 +39,7 @@ class Case:
     args: tuple[str, ...] = ()  # extra probe arguments (--public-key, --weights)
     needs_child: bool = False  # the failure comes after the package loaded (weights)
     what: str = ""
+    exit_code: int = 1  # 2 for the command-line cases (a usage error)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,11 +50,21 @@ class Case:
             "args": list(self.args),
             "needs_child": self.needs_child,
             "what": self.what,
+            "exit_code": self.exit_code,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:
-        return cls(d["name"], d["group"], Path(d["path"]), frozenset(d["expect"]), tuple(d["args"]), d["needs_child"], d["what"])
+        return cls(
+            d["name"],
+            d["group"],
+            Path(d["path"]),
+            frozenset(d["expect"]),
+            tuple(d["args"]),
+            d["needs_child"],
+            d["what"],
+            d.get("exit_code", 1),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,18 +84,32 @@ class _Corpus:
     root: str = ""
     cases: list[Case] = field(default_factory=list)
 
-    def add(self, name: str, group: str, content: bytes | Path, expect: set[str] | str, what: str, args: tuple[str, ...] = ()) -> Path:
+    def add(
+        self,
+        name: str,
+        group: str,
+        content: bytes | Path,
+        expect: set[str] | str,
+        what: str,
+        args: tuple[str, ...] = (),
+        *,
+        exit_code: int = 1,
+    ) -> Path:
         """A case whose package is ``content``: bytes, or a file made under ``out`` (moved)."""
         path = self.out / f"{name}.pt2"
         if isinstance(content, Path):
             shutil.move(str(content), path)
         else:
             path.write_bytes(content)
-        return self.add_existing(name, group, path, expect, what, args)
+        return self.add_existing(name, group, path, expect, what, args, exit_code=exit_code)
 
-    def add_existing(self, name: str, group: str, path: Path, expect: set[str] | str, what: str, args: tuple[str, ...] = ()) -> Path:
+    def add_existing(
+        self, name: str, group: str, path: Path, expect: set[str] | str, what: str, args: tuple[str, ...] = (), *, exit_code: int = 1
+    ) -> Path:
+        """``expect`` empty: no report can be written (its path is what the case refuses)."""
         codes = frozenset({expect} if isinstance(expect, str) else expect)
-        self.cases.append(Case(name, group, path, codes, args, needs_child="--weights" in args, what=what))
+        needs_child = "--weights" in args and exit_code == 1
+        self.cases.append(Case(name, group, path, codes, args, needs_child=needs_child, what=what, exit_code=exit_code))
         return path
 
 
@@ -364,6 +389,7 @@ def make_corpus(source: Path, out: Path, keys: Keys | None = None) -> list[Case]
     corpus_zip.add_cases(c, entries)
     corpus_manifest.add_cases(c, rewrite)
     corpus_manifest.add_weights_cases(c)
+    corpus_cli.add_cases(c, rewrite)
     (out / "tmp.pt2").unlink(missing_ok=True)
     return c.cases
 

@@ -77,8 +77,11 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, 
         "## Summary",
         "",
         f"- inputs tried: {len(outcomes)}",
-        f"- exit code 1 with the expected finding: {len(ok)}",
+        f"- the expected exit code (1; 2 for a refused command line) with the expected finding: {len(ok)}",
         f"- probe crashes: {len(crashes)} (a traceback, exit code 3, a signal, or killed at the time limit)",
+        f"- files lost: {sum(1 for o in outcomes if o.lost)} (the package, key or weights file changed by the run)",
+        f"- outputs with raw control characters (terminal escapes, bidi overrides): {sum(1 for o in outcomes if o.raw_control)}",
+        f"- largest report: {max(o.report_bytes for o in outcomes)} bytes",
         f"- slowest: {slowest.seconds:.2f} s (`{slowest.case.name}`)",
         f"- peak memory of the probe process, archive-phase cases ({len(archive)}, no torch): "
         f"max {_mib(max(o.max_rss for o in archive))}, median {_mib(sorted(o.max_rss for o in archive)[len(archive) // 2])}",
@@ -90,6 +93,15 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, 
     lines += [
         "- memory is the kernel's peak RSS of the probe and the children it waited for (`os.wait4`), launched from a small",
         "  interpreter so that the launcher's own memory is not counted",
+        "",
+        "Inputs by group:",
+        "",
+        "| group | inputs | as expected |",
+        "| --- | --- | --- |",
+        *[
+            f"| {group} | {sum(1 for o in outcomes if o.case.group == group)} | {sum(1 for o in outcomes if o.case.group == group and o.ok)} |"
+            for group in dict.fromkeys(o.case.group for o in outcomes)
+        ],
         "",
         "Findings by code (number of inputs that produced it):",
         "",
@@ -104,7 +116,7 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, 
     ]
     for o in outcomes:
         found = ", ".join(sorted(set(o.codes))) or "-"
-        expect = ", ".join(sorted(o.case.expect))
+        expect = ", ".join(sorted(o.case.expect)) or "none (the report path is refused)"
         verdict = "" if o.ok else " **UNEXPECTED**"
         lines.append(
             f"| `{o.case.name}` | {o.case.group} | {o.case.what} | {expect} | {found}{verdict} | {o.returncode} | {o.seconds:.2f} s | {_mib(o.max_rss)} |"

@@ -14,8 +14,10 @@ reported as such; a probe that exits 3 or prints a traceback counts as a crash.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,9 @@ class Outcome:
     codes: tuple[str, ...]  # error codes of the report, in order
     traceback: bool
     output_tail: str
+    lost: tuple[str, ...] = ()  # input files (the package, a key, weights) the run changed
+    raw_control: bool = False  # a raw control character (ESC, U+202E) reached the output
+    report_bytes: int = 0
 
     @property
     def crashed(self) -> bool:
@@ -49,7 +54,11 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 1 and not self.traceback and bool(self.case.expect & set(self.codes))
+        """The expected exit code and finding (none required where no report can be written), no
+        file lost, no raw control character printed, and a report of bounded size."""
+        found = bool(self.case.expect & set(self.codes)) if self.case.expect else True
+        safe = not self.lost and not self.raw_control and self.report_bytes <= MAX_REPORT_BYTES
+        return self.returncode == self.case.exit_code and not self.traceback and found and safe
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,24 +69,52 @@ class Outcome:
             "codes": list(self.codes),
             "traceback": self.traceback,
             "output_tail": self.output_tail[-4000:],
+            "lost": list(self.lost),
+            "raw_control": self.raw_control,
+            "report_bytes": self.report_bytes,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
         return cls(
-            Case.from_dict(d["case"]), d["returncode"], d["seconds"], d["max_rss"], tuple(d["codes"]), d["traceback"], d["output_tail"]
+            Case.from_dict(d["case"]),
+            d["returncode"],
+            d["seconds"],
+            d["max_rss"],
+            tuple(d["codes"]),
+            d["traceback"],
+            d["output_tail"],
+            tuple(d.get("lost", ())),
+            d.get("raw_control", False),
+            d.get("report_bytes", 0),
         )
 
     def problem(self) -> str:
         if self.ok:
             return ""
         return (
-            f"{self.case.name}: exit {self.returncode}, codes {list(self.codes)}, expected one of {sorted(self.case.expect)}"
-            f"{', TRACEBACK' if self.traceback else ''}\n{self.output_tail[-1500:]}"
+            f"{self.case.name}: exit {self.returncode} (expected {self.case.exit_code}), codes {list(self.codes)}, expected one of "
+            f"{sorted(self.case.expect)}{', TRACEBACK' if self.traceback else ''}{', LOST ' + str(list(self.lost)) if self.lost else ''}"
+            f"{', RAW CONTROL CHARACTERS' if self.raw_control else ''}, report {self.report_bytes} bytes\n{self.output_tail[-1500:]}"
         )
 
 
+MAX_REPORT_BYTES = 1 << 20  # a report stays small whatever the package lists
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+def _inputs(case: Case) -> list[Path]:
+    """The package and every regular file the case passes (keys, weights): none may change."""
+    files = [case.path, *(Path(a) for a in case.args if os.path.isabs(a))]
+    return [f for f in files if f.is_file()]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def run_case(case: Case, *, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Outcome:
+    before = {str(f): _digest(f) for f in _inputs(case)}
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "runtime_probe", str(case.path), "--json", str(report), "-q", "--timeout", "120", *case.args]
@@ -101,9 +138,11 @@ def run_case(case: Case, *, timeout: float = 60.0, env: Mapping[str, str] | None
             out.seek(0)
             output = out.read()[-20000:].decode("utf-8", "replace")
         codes: tuple[str, ...] = ()
+        report_bytes = report.stat().st_size if report.exists() else 0
         if report.exists():
             data = json.loads(report.read_text())
             codes = tuple(f["code"] for p in data["phases"] for f in p["findings"] if f["severity"] == "error")
+    lost = tuple(name for name, digest in before.items() if not Path(name).is_file() or _digest(Path(name)) != digest)
     return Outcome(
         case,
         None if killed.is_set() else proc.returncode,
@@ -112,6 +151,9 @@ def run_case(case: Case, *, timeout: float = 60.0, env: Mapping[str, str] | None
         codes,
         "Traceback" in output,
         output,
+        lost,
+        bool(_CONTROL.search(output)),
+        report_bytes,
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 from runtime_probe import layout
 from runtime_probe.host.cpu import cpu_flags
 from runtime_probe.package.manifest import Dim, parse_manifest
+from runtime_probe.report import REPORT_SCHEMA_VERSION
 
 from .conftest import MODELS, Built, build_package, run_cli
 
@@ -33,11 +34,11 @@ def codes(report: dict[str, Any]) -> set[str]:
 def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> None:
     assert example_pkg.path.exists()
     report = example_pkg.report
-    assert report is not None and report["schema_version"] == "1.0" and report["kind"] == "build"
+    assert report is not None and report["schema_version"] == REPORT_SCHEMA_VERSION and report["kind"] == "build"
     assert [p["name"] for p in report["phases"]] == ["resolve", "export", "compile", "debug_twin", "validate", "package"]
     assert all(p["status"] == "passed" for p in report["phases"])
     for phase in ("export", "compile", "debug_twin", "validate", "package"):
-        assert f"[{phase}] passed in" in example_pkg.stderr
+        assert f"[{phase}] passed in" in example_pkg.stderr  # the one progress format (runtime_probe/progress.py)
     assert report["package"]["sha256"] and report["package"]["bytes"] == example_pkg.path.stat().st_size
     assert "Traceback" not in example_pkg.stderr
 

@@ -47,7 +47,17 @@ def outcomes(corpus: list[Case]) -> list[Outcome]:
 
 def test_corpus_covers_every_group_the_issue_names(corpus: list[Case]) -> None:
     groups = {c.group for c in corpus}
-    assert groups == {"truncated", "flipped byte", "unsafe name", "zip structure", "zip bomb", "manifest", "signature", "weights"}
+    assert groups == {
+        "truncated",
+        "flipped byte",
+        "unsafe name",
+        "zip structure",
+        "zip bomb",
+        "manifest",
+        "signature",
+        "weights",
+        "command line",
+    }
     names = {c.name for c in corpus}
     for needed in ("name-dotdot", "name-absolute", "name-symlink", "name-duplicate", "name-second-root", "zip-bomb-deflate"):
         assert needed in names
@@ -55,10 +65,18 @@ def test_corpus_covers_every_group_the_issue_names(corpus: list[Case]) -> None:
         assert needed in names
     for needed in ("manifest-schema-99", "manifest-nan-tolerance", "weights-truncated-data", "weights-header-length-lies"):
         assert needed in names
+    for needed in (
+        "cli-json-over-package",
+        "cli-junit-over-package",
+        "cli-fifo-as-public-key",
+        "cli-name-ansi-clear",
+        "cli-hashes-150k-missing",
+    ):
+        assert needed in names
     assert len(names) == len(corpus) >= 120
 
 
-def test_every_case_is_a_finding_with_exit_1(outcomes: list[Outcome]) -> None:
+def test_every_case_gives_its_exit_code_and_finding_and_loses_no_file(outcomes: list[Outcome]) -> None:
     bad = [o.problem() for o in outcomes if not o.ok]
     assert not bad, "\n\n".join(bad)
     assert not [o.case.name for o in outcomes if o.crashed]
@@ -83,7 +101,7 @@ def test_nothing_native_runs_for_archive_cases(outcomes: list[Outcome]) -> None:
 
 def test_guarded_loader_and_inspect_refuse_the_same_files(corpus: list[Case], keys: Keys) -> None:
     for case in corpus:
-        if case.needs_child:
+        if case.needs_child or case.exit_code != 1:  # exit 2: the command line was refused, not the package
             continue
         key = case.args[1] if case.args[:1] == ("--public-key",) else None
         with pytest.raises(PackageRejected) as info:

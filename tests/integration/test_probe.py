@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from runtime_probe import layout
+from runtime_probe.report import REPORT_SCHEMA_VERSION
 
 from .conftest import Built, run_cli, run_probe
 
@@ -54,7 +55,7 @@ def test_good_package_passes_with_json_and_junit(example_pkg: Built, tmp_path: P
     junit = tmp_path / "probe.xml"
     proc, report = probe_json(example_pkg.path, tmp_path, "--junit", str(junit))
     assert proc.returncode == 0, proc.stdout
-    assert report["schema_version"] == "1.0" and report["passed"] and report["exit_code"] == 0
+    assert report["schema_version"] == REPORT_SCHEMA_VERSION and report["passed"] and report["exit_code"] == 0
     assert report["package"]["sha256"] and report["host"]["torch"]
     assert list(status(report)) == ["archive", "host", "load", "constants", "golden", "escalate"]
     assert set(status(report).values()) == {"passed", "skipped"} and status(report)["escalate"] == "skipped"

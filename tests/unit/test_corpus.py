@@ -23,11 +23,13 @@ pytest.importorskip("cryptography", reason="the corpus's signed cases need the c
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Case]:
     folder = tmp_path_factory.mktemp("corpus")
     source = make_package(folder / "fake.pt2")
-    return [c for c in make_corpus(source, folder / "cases", make_keys(folder / "keys")) if not c.needs_child]
+    # exit 2: a refused command line, which only the CLI sees (test_cli_reports.py, and the runner)
+    return [c for c in make_corpus(source, folder / "cases", make_keys(folder / "keys")) if not c.needs_child and c.exit_code == 1]
 
 
 def test_the_generator_makes_every_group(corpus: list[Case]) -> None:
-    assert {c.group for c in corpus} == {"truncated", "flipped byte", "unsafe name", "zip structure", "zip bomb", "manifest", "signature"}
+    groups = {"truncated", "flipped byte", "unsafe name", "zip structure", "zip bomb", "manifest", "signature", "command line"}
+    assert {c.group for c in corpus} == groups
     assert len(corpus) >= 100
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from runtime_probe.errors import ToolError
 from runtime_probe.findings import CODES, Finding, Severity, error, info, warning
-from runtime_probe.report import Report, junit_xml, make_phase, render_text, write_json
+from runtime_probe.report import REPORT_SCHEMA_VERSION, Report, junit_xml, make_phase, render_text, write_json
 
 
 def _report() -> Report:
@@ -31,7 +31,7 @@ def test_unregistered_code_is_refused() -> None:
 
 
 def test_codes_are_dotted_and_phased() -> None:
-    prefixes = {"archive", "manifest", "env", "load", "constants", "input", "run", "golden", "build"}
+    prefixes = {"archive", "manifest", "env", "load", "constants", "input", "run", "golden", "build", "tool"}
     assert all(code.split(".", 1)[0] in prefixes for code in CODES)
 
 
@@ -66,7 +66,7 @@ def test_json_round_trip_and_version_refusal(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     write_json(_report(), path)
     data = json.loads(path.read_text())
-    assert data["schema_version"] == "1.0" and data["exit_code"] == 1
+    assert data["schema_version"] == REPORT_SCHEMA_VERSION and data["exit_code"] == 1
     again = Report.from_dict(data)
     assert [f.code for f in again.findings] == [f.code for f in _report().findings]
     data["schema_version"] = "2.0"
@@ -80,3 +80,28 @@ def test_junit_has_a_testcase_per_phase() -> None:
     assert [c.get("name") for c in cases] == ["archive", "host", "load"]
     assert cases[1].find("failure") is not None and cases[1].find("failure").get("type") == "env.cpu_isa_missing"  # type: ignore[union-attr]
     assert cases[2].find("skipped") is not None
+
+
+def test_text_and_junit_escape_control_characters() -> None:
+    hostile = "name\x1b[31m\u202e\nFAKE LINE\x00"
+    r = Report(
+        kind="probe",
+        package={"path": "p\x1b]0;title\x07.pt2"},
+        phases=(make_phase("archive", 0.0, [error("archive.unsafe_entry", "archive", hostile, found=hostile)]),),
+    )
+    text = render_text(r)
+    assert "\x1b" not in text and "\u202e" not in text and "\x00" not in text and "\x07" not in text
+    assert "\\x1b[31m\\u202e\\x0aFAKE LINE" in text
+    assert len(text.splitlines()) == 4  # the head, the phase, the finding, the verdict: no injected line
+    ET.fromstring(junit_xml(r))  # well-formed XML (a raw \x1b or \x00 would not be)
+
+
+def test_strict_makes_warnings_fail() -> None:
+    phases = (make_phase("archive", 0.1, [warning("manifest.missing", "archive", "plain")]),)
+    lax, strict = Report(kind="probe", package={}, phases=phases), Report(kind="probe", package={}, phases=phases, strict=True)
+    assert (lax.exit_code, lax.passed) == (0, True)
+    assert (strict.exit_code, strict.passed) == (1, False)
+    assert "FAILED: 0 error(s), 1 warning(s) (--strict: warnings fail)" in render_text(strict)
+    assert Report.from_dict(strict.to_dict()).exit_code == 1
+    ok = Report(kind="probe", package={}, phases=(make_phase("archive", 0.1, [info("manifest.missing", "archive", "x")]),), strict=True)
+    assert ok.exit_code == 0  # info findings never fail

@@ -450,3 +450,31 @@ def test_fuzz_mutated_valid_file(edits: list[tuple[int, int]], cut: int, tail: b
         assert header is None or "BOOL data" in str(exc) or "torch cannot" in str(exc)
     else:
         assert header is not None and tensors.keys() == header.tensors.keys()
+
+
+def test_borrow_reads_the_same_tensors_through_the_library(tmp_path: Path) -> None:
+    pytest.importorskip("safetensors")
+    import torch
+    from safetensors.torch import save_file
+
+    tensors = {"a": torch.randn(3, 5), "b": torch.arange(7, dtype=torch.int64), "c": torch.randn(2).to(torch.bfloat16)}
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path))
+    own, borrowed = load(path), load(path, borrow=True, names=["c", "a"])
+    assert list(borrowed) == ["c", "a"]
+    for name, t in borrowed.items():
+        assert torch.equal(t, own[name]) and t.dtype == own[name].dtype
+
+
+def test_borrow_keeps_the_strict_checks(tmp_path: Path) -> None:
+    import torch
+
+    path = tmp_path / "bool.safetensors"
+    path.write_bytes(dumps({"m": torch.tensor([True, False])}))
+    data = bytearray(path.read_bytes())
+    data[-1] = 2  # a BOOL byte that is neither 0 nor 1: the library would take it
+    path.write_bytes(bytes(data))
+    with pytest.raises(SafetensorsError, match="BOOL"):
+        load(path, borrow=True)
+    path.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    assert load(path, borrow=True) == {}

@@ -1,0 +1,197 @@
+"""The probe's command-line flags, declared once as data for both command lines.
+
+``python -m runtime_probe`` (argparse: the standard library only) and ``aoti-guard probe`` (click)
+both generate their probe flags from ``PROBE_FLAGS``: argparse through ``add_to_parser`` here,
+click through ``aoti_guard.cli``. Defaults are read from ``ProbeOptions`` (their one home), and
+``probe_options`` turns parsed values into a ``ProbeOptions`` the same way for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_probe.probe.options import ProbeOptions
+
+__all__ = ["OUTPUT_FLAGS", "PROBE_FLAGS", "Flag", "Outputs", "add_to_parser", "outputs_of", "probe_options"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag. ``field``: the ProbeOptions field it sets (None: a CLI-level flag kept in
+    ``Outputs``); ``kind``: "str", "path", "folder", "float", "int" or "switch"; ``invert``: a switch that sets
+    its field to False (``--no-escalate`` -> ``escalate=False``); ``minimum``: the smallest value."""
+
+    name: str
+    help: str
+    kind: str = "str"
+    field: str | None = None
+    metavar: str | None = None
+    minimum: float | None = None
+    invert: bool = False
+    short: str | None = None
+    default: Any = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    @property
+    def default_value(self) -> Any:
+        """The default, from ProbeOptions when the flag sets one of its fields."""
+        if self.kind == "switch":
+            return False
+        if self.field is not None:
+            return getattr(ProbeOptions, self.field)
+        return self.default
+
+
+PROBE_FLAGS: tuple[Flag, ...] = (
+    Flag("--device", "cpu, cuda or cuda:N (default: the device the package was built for)", field="device"),
+    Flag(
+        "--weights",
+        "a .safetensors file: validated against the contract, then loaded in place of the package's constants",
+        kind="path",
+        field="weights",
+        metavar="FILE",
+    ),
+    Flag(
+        "--inputs",
+        "a .safetensors file of inputs (keys = input names) to run after the golden samples, e.g. captured from a failing request",
+        kind="path",
+        field="inputs",
+        metavar="FILE",
+    ),
+    Flag(
+        "--inputs-device",
+        "place --inputs on this device instead of the model's (cpu replays a caller that forgot .cuda())",
+        field="inputs_device",
+        metavar="D",
+    ),
+    Flag(
+        "--public-key",
+        "an Ed25519 public key (PEM, from aoti-guard keygen): require a valid signature by it before anything is opened",
+        kind="path",
+        field="public_key",
+        metavar="KEY.pub",
+    ),
+    Flag("--fast", "pre-flight: archive, host, load and one golden sample", kind="switch", field="fast"),
+    Flag(
+        "--all-devices",
+        "probe every visible GPU in parallel, one child per device, a report section per device",
+        kind="switch",
+        field="all_devices",
+    ),
+    Flag(
+        "--no-escalate",
+        "do not rerun a failure with more instruments (strict checks, debug twin, sanitizer, debugger, remedies)",
+        kind="switch",
+        field="escalate",
+        invert=True,
+    ),
+    Flag("--escalate-timeout", "seconds the whole escalation may take", kind="float", field="escalate_timeout_s", metavar="S", minimum=1),
+    Flag("--timeout", "seconds each load or golden run may take", kind="float", field="timeout_s", metavar="S", minimum=1),
+    Flag(
+        "--iterations",
+        "time N more runs of each golden sample and report the latency (p50, p99)",
+        kind="int",
+        field="iterations",
+        metavar="N",
+        minimum=1,
+    ),
+    Flag(
+        "--save-inputs",
+        "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
+        kind="folder",
+        field="save_inputs",
+        metavar="DIR",
+    ),
+    Flag(
+        "--save-outputs",
+        "write each golden run's outputs to DIR/SAMPLE.outputs.safetensors",
+        kind="path",
+        field="save_outputs",
+        metavar="DIR",
+    ),
+)
+
+OUTPUT_FLAGS: tuple[Flag, ...] = (
+    Flag("--json", "write the JSON report here ('-' = stdout)", kind="path", metavar="PATH"),
+    Flag("--junit", "write a JUnit XML report here, a testcase per phase ('-' = stdout)", kind="path", metavar="PATH"),
+    Flag("--strict", "warnings fail too (exit 1): for release gates", kind="switch"),
+    Flag("--log-file", "append torch's warnings and the run's log lines here", kind="path", metavar="PATH"),
+    Flag("--quiet", "no progress; the report only when a check fails", kind="switch", short="-q"),
+    Flag(
+        "--verbose",
+        "also show the informational findings of phases that passed (a failed phase shows all of its own)",
+        kind="switch",
+        short="-v",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where and how a run reports: the CLI-level flags of OUTPUT_FLAGS, as one value."""
+
+    json: str | None = None
+    junit: str | None = None
+    strict: bool = False
+    log_file: str | None = None
+    quiet: bool = False
+    verbose: bool = False
+
+
+def _number(kind: str, minimum: float | None, name: str) -> Any:
+    cast = float if kind == "float" else int
+
+    def parse(text: str) -> float | int:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if cast is int else ' number'}") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be at least {minimum:g} (got {text})")
+        return value
+
+    return parse
+
+
+def add_to_parser(parser: argparse.ArgumentParser, flags: Sequence[Flag]) -> None:
+    """Add ``flags`` to an argparse parser (help texts show the default where there is one)."""
+    for flag in flags:
+        names = [flag.short, flag.name] if flag.short else [flag.name]
+        if flag.kind == "switch":
+            parser.add_argument(*names, dest=flag.dest, action="store_true", help=flag.help)
+            continue
+        default = flag.default_value
+        text = (
+            flag.help
+            if default is None
+            else f"{flag.help} (default {default:g})"
+            if isinstance(default, float)
+            else f"{flag.help} (default {default})"
+        )
+        kwargs: dict[str, Any] = {"dest": flag.dest, "default": default, "help": text, "metavar": flag.metavar}
+        if flag.kind in ("float", "int"):
+            kwargs["type"] = _number(flag.kind, flag.minimum, flag.name)
+        parser.add_argument(*names, **kwargs)
+
+
+def probe_options(values: Mapping[str, Any], **extra: Any) -> ProbeOptions:
+    """ProbeOptions from parsed flag values (keyed by ``Flag.dest``), for either command line."""
+    fields: dict[str, Any] = {}
+    for flag in PROBE_FLAGS:
+        if flag.field is None or flag.dest not in values:
+            continue
+        value = values[flag.dest]
+        fields[flag.field] = (not value) if flag.invert else value
+    return dataclasses.replace(ProbeOptions(), **fields, **extra)
+
+
+def outputs_of(values: Mapping[str, Any]) -> Outputs:
+    """The output flags' values as one ``Outputs``."""
+    return Outputs(**{f.dest: values[f.dest] for f in OUTPUT_FLAGS if f.dest in values})

@@ -1,0 +1,279 @@
+"""Both command lines: reports on every exit code, '-' for stdout, never over an input, FIFOs
+refused without hanging, --strict, and one declaration of the probe flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aoti_guard.cli import cli as click_cli
+from aoti_guard.cli import main as aoti_guard_main
+from aoti_guard.pt2.signing import generate_key
+from runtime_probe.cli import build_parser
+from runtime_probe.cli import main as probe_main
+from runtime_probe.errors import ToolError
+from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, probe_options
+from runtime_probe.probe.options import ProbeOptions
+
+from ..schemas import validate
+from .fakepkg import make_package
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRY_POINTS = {
+    "runtime_probe": lambda args: probe_main(args),
+    "aoti-guard": lambda args: aoti_guard_main(["probe", *args]),
+}
+
+
+@pytest.fixture
+def unsigned(tmp_path: Path) -> tuple[Path, Path]:
+    """A fake package and a public key it is not signed with: the archive phase fails (exit 1)
+    before any native code, in a fraction of a second."""
+    files = generate_key(tmp_path / "release.key")
+    return make_package(tmp_path / "m.pt2"), Path(files.public)
+
+
+def _sub(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "runtime_probe", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+# -- never over an input (issue 16 item 4)
+
+
+@pytest.mark.parametrize("cli", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("flag", ["--json", "--junit"])
+def test_a_report_over_the_package_is_refused(cli: str, flag: str, unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    pkg, pub = unsigned
+    before = pkg.read_bytes()
+    assert ENTRY_POINTS[cli]([str(pkg), "--public-key", str(pub), flag, str(pkg)]) == 2
+    assert pkg.read_bytes() == before
+    assert "is the package being checked" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("which", ["key", "weights"])
+def test_a_report_over_the_key_or_weights_is_refused(which: str, unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+    pkg, pub = unsigned
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"weights")
+    target = pub if which == "key" else weights
+    before = target.read_bytes()
+    extra = ["--weights", str(weights)] if which == "weights" else []
+    os.chdir(tmp_path)  # a relative path that names the same file
+    assert probe_main([str(pkg), "--public-key", str(pub), *extra, "--json", os.path.relpath(target)]) == 2
+    assert target.read_bytes() == before
+
+
+def test_a_build_report_over_its_output_or_key_is_refused(tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    generate_key(key)
+    before = key.read_bytes()
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "o.pt2"), "--sign-key", str(key), "--json", str(key)]) == 2
+    assert key.read_bytes() == before
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "o.pt2"), "--json", str(tmp_path / "o.pt2")]) == 2
+
+
+# -- FIFOs given as inputs (issue 16 item 6): a usage error at once, never a hang
+
+
+@pytest.mark.parametrize("flag", ["--public-key", "--weights", "--inputs"])
+def test_a_fifo_input_is_a_usage_error_not_a_hang(flag: str, unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+    pkg, _ = unsigned
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    proc = _sub(str(pkg), flag, str(fifo), "--json", str(tmp_path / "r.json"), "-q", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a regular file" in proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [f["code"] for p in report["phases"] for f in p["findings"]] == ["tool.usage"]
+    validate("probe-report", report)
+
+
+def test_load_with_a_fifo_key_raises_usage_error(tmp_path: Path) -> None:
+    fifo = tmp_path / "k.fifo"
+    os.mkfifo(fifo)
+    code = (
+        "import runtime_probe, sys\n"
+        "try:\n    runtime_probe.load(sys.argv[1], public_key=sys.argv[2])\n"
+        "except runtime_probe.UsageError as e:\n    print('usage:', e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(make_package(tmp_path / "m.pt2")), str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert "usage:" in proc.stdout and "not a regular file" in proc.stdout, proc.stdout + proc.stderr
+
+
+# -- a report on every exit code (issue 15)
+
+
+def test_exit_1_report_is_schema_valid_and_dash_is_stdout(unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+    pkg, pub = unsigned
+    proc = _sub(str(pkg), "--public-key", str(pub), "--json", "-")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)  # stdout is the JSON alone; the text summary went to stderr
+    assert report["exit_code"] == 1 and "FAILED" in proc.stderr
+    assert not (tmp_path / "-").exists()
+    validate("probe-report", report)
+    junit = _sub(str(pkg), "--public-key", str(pub), "--junit", "-", "-q")
+    assert ET.fromstring(junit.stdout).tag == "testsuites"
+
+
+def test_both_reports_on_stdout_is_a_usage_error(unsigned: tuple[Path, Path]) -> None:
+    pkg, _ = unsigned
+    assert probe_main([str(pkg), "--json", "-", "--junit", "-"]) == 2
+
+
+@pytest.mark.parametrize("cli", sorted(ENTRY_POINTS))
+def test_usage_error_still_writes_a_report(cli: str, unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+    pkg, _ = unsigned
+    out, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    assert ENTRY_POINTS[cli]([str(pkg), "--no-such-flag", "--json", str(out), "--junit", str(junit)]) == 2
+    report = json.loads(out.read_text())
+    assert report["exit_code"] == 2 and report["phases"][0]["findings"][0]["code"] == "tool.usage"
+    assert report["package"] == {"path": str(pkg)}
+    validate("probe-report", report)
+    assert ET.parse(junit).getroot().find("testsuite/testcase/failure").get("type") == "tool.usage"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("raised", [ToolError("the engine went away"), RuntimeError("a bug")])
+@pytest.mark.parametrize("cli", sorted(ENTRY_POINTS))
+def test_exit_3_still_writes_a_report(
+    cli: str, raised: Exception, unsigned: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*_: Any, **__: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr("runtime_probe.probe.run.probe", boom)
+    pkg, _ = unsigned
+    out = tmp_path / "r.json"
+    assert ENTRY_POINTS[cli]([str(pkg), "--json", str(out)]) == 3
+    report = json.loads(out.read_text())
+    code = report["phases"][0]["findings"][0]["code"]
+    assert report["exit_code"] == 3 and code == ("tool.failed" if isinstance(raised, ToolError) else "tool.bug")
+    validate("probe-report", report)
+
+
+def test_build_usage_error_writes_a_build_report(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "model.zip"), "--json", str(out)]) == 2
+    report = json.loads(out.read_text())
+    assert report["kind"] == "build" and report["exit_code"] == 2
+    validate("build-report", report)
+
+
+# -- the flags: declared once, the same in both command lines (issue 11)
+
+
+def test_both_command_lines_have_the_same_probe_flags_and_defaults() -> None:
+    click_probe = click_cli.commands["probe"]
+    click_params = {p.name: p for p in click_probe.params}
+    argparse_defaults = vars(build_parser().parse_args(["x.pt2"]))
+    click_defaults = click_probe.make_context("probe", ["x.pt2"]).params
+    for flag in (*PROBE_FLAGS, *OUTPUT_FLAGS):
+        assert flag.dest in click_params, flag.name
+        assert flag.name in click_params[flag.dest].opts
+        assert click_defaults[flag.dest] == argparse_defaults[flag.dest] == flag.default_value, flag.name
+        if flag.field is not None and flag.kind != "switch":
+            assert flag.default_value == getattr(ProbeOptions(), flag.field)
+
+
+def test_the_same_command_line_gives_the_same_options(tmp_path: Path) -> None:
+    folder = str(tmp_path)  # an existing folder: --save-inputs takes one
+    argv = ["p.pt2", "--device", "cpu", "--timeout", "12", "--no-escalate", "--fast", "--weights", "w.safetensors"]
+    argv += ["--escalate-timeout", "30", "--iterations", "3", "--save-inputs", folder]
+    from_argparse = probe_options(vars(build_parser().parse_args(argv)))
+    ctx = click_cli.commands["probe"].make_context("probe", list(argv))
+    from_click = probe_options(ctx.params)
+    expected = ProbeOptions(
+        device="cpu",
+        timeout_s=12.0,
+        escalate=False,
+        fast=True,
+        weights="w.safetensors",
+        escalate_timeout_s=30.0,
+        iterations=3,
+        save_inputs=folder,
+    )
+    assert from_argparse == from_click == expected
+
+
+def test_a_bad_number_is_a_usage_error(unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    pkg, _ = unsigned
+    assert probe_main([str(pkg), "--timeout", "0"]) == 2
+    assert "--timeout must be at least 1" in capsys.readouterr().err
+
+
+# -- hostile names and hostile counts from a package (issue 16 item 7)
+
+ESC_NAME = "data/aotinductor/model/\x1b[2J\x1b[31mPASSED\u202e.so"
+
+
+def test_names_from_the_package_cannot_drive_the_terminal(unsigned: tuple[Path, Path], capfd: pytest.CaptureFixture[str]) -> None:
+    pkg = make_package(unsigned[0].parent / "esc.pt2", extra=[(ESC_NAME, b"x")])
+    assert probe_main([str(pkg), "-q"]) == 1  # an unlisted entry: the archive phase names it
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err and "\u202e" not in out + err
+    assert "\\x1b[2J" in out  # the name is still shown, escaped
+
+
+def test_inspect_escapes_names_and_has_a_schema_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pkg = make_package(tmp_path / "esc.pt2", extra=[(ESC_NAME, b"x")])
+    aoti_guard_main(["inspect", str(pkg)])
+    assert "\x1b" not in capsys.readouterr().out
+    aoti_guard_main(["inspect", str(pkg), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema_version"] == "1.0" and data["kind"] == "inspect"
+    validate("inspect", data)
+
+
+def test_hash_findings_are_capped(tmp_path: Path) -> None:
+    def many_missing(m: dict[str, Any]) -> None:
+        m["hashes"].update({f"data/gone/{i:06d}.bin": "0" * 64 for i in range(20000)})
+
+    pkg = make_package(tmp_path / "many.pt2", edit=many_missing)
+    out = tmp_path / "r.json"
+    assert probe_main([str(pkg), "--json", str(out), "-q"]) == 1
+    assert out.stat().st_size < 200_000  # 20000 findings were ~7 MB
+    report = json.loads(out.read_text())
+    hashes = [f for p in report["phases"] for f in p["findings"] if f["code"] == "archive.hash_mismatch"]
+    assert len(hashes) == 51 and hashes[-1]["evidence"] == {"omitted": 19950, "total": 20000}
+    validate("probe-report", report)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.islink("/dev/stdout"), reason="the data loss needs root and /dev/stdout as a symlink")
+def test_json_to_dev_stdout_as_root_keeps_the_symlink(unsigned: tuple[Path, Path]) -> None:
+    pkg, pub = unsigned
+    target = os.readlink("/dev/stdout")
+    proc = _sub(str(pkg), "--public-key", str(pub), "--json", "/dev/stdout")
+    assert os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == target
+    assert proc.returncode == 1 and json.loads(proc.stdout)["exit_code"] == 1  # the report came through the pipe
+    assert "FAILED" in proc.stderr  # and the text summary went to stderr, so stdout stays JSON
+
+
+def test_a_misspelt_inductor_config_key_is_refused_before_any_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aoti_guard.builder import pipeline
+
+    def no_step(*_: Any) -> None:
+        raise AssertionError("a build step ran before the options were checked")
+
+    monkeypatch.setattr(pipeline, "STEPS", tuple((name, no_step) for name, _ in pipeline.STEPS))
+    out = tmp_path / "b.json"
+    code = aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--inductor-config", "max_autotun=true", "--json", str(out)])
+    assert code == 2
+    assert "max_autotun" in capsys.readouterr().err
+    report = json.loads(out.read_text())
+    assert report["phases"][0]["findings"][0]["code"] == "tool.usage" and "max_autotune" in json.dumps(report)
+    validate("build-report", report)
