@@ -18,8 +18,9 @@ docker image inspect "$BASE" >/dev/null 2>&1 \
   || { echo "[build_preflight_image] ERROR: no image $BASE on this engine (it is never pulled)" >&2; exit 1; }
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/aoti-guard-preflight.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
-mkdir -p "$ctx/runtime_probe" "$ctx/containers/preflight"
-cp "$REPO"/runtime_probe/*.py "$ctx/runtime_probe/"
+mkdir -p "$ctx/containers/preflight"
+# the whole package tree (subpackages and schemas/), without bytecode caches
+(cd "$REPO" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' runtime_probe) | tar -xf - -C "$ctx"
 cp "$REPO/containers/preflight/Dockerfile" "$ctx/containers/preflight/Dockerfile"
 T0=$(date +%s.%N)
 docker build -q --network none --force-rm -f "$ctx/containers/preflight/Dockerfile" \
