@@ -54,3 +54,25 @@ def make_package(
         for rel, data in [*entries.items(), (layout.MANIFEST, raw), *(extra or [])]:
             zf.writestr(zipfile.ZipInfo(f"{ROOT}/{rel}", date_time=(1980, 1, 1, 0, 0, 0)), data)
     return path
+
+
+# RFC 8032's first Ed25519 test vector: a fixed key pair written as PEM without the cryptography
+# package (the GPU image lacks it), for tests that need key FILES but never sign with them.
+_RFC8032_SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+_RFC8032_PUBLIC = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+
+
+def _pem(label: str, der: bytes) -> bytes:
+    import base64
+
+    return f"-----BEGIN {label}-----\n{base64.b64encode(der).decode()}\n-----END {label}-----\n".encode()
+
+
+def write_key_pair(private_path: Path) -> Path:
+    """Write a fixed Ed25519 private key (PKCS#8 PEM) and its public key (SPKI PEM, at
+    ``private_path.pub``); returns the public key's path."""
+    private_path.write_bytes(_pem("PRIVATE KEY", bytes.fromhex("302e020100300506032b657004220420") + _RFC8032_SEED))
+    private_path.chmod(0o600)
+    public = private_path.with_name(private_path.name + ".pub")
+    public.write_bytes(_pem("PUBLIC KEY", bytes.fromhex("302a300506032b6570032100") + _RFC8032_PUBLIC))
+    return public

@@ -15,7 +15,6 @@ import pytest
 
 from aoti_guard.cli import cli as click_cli
 from aoti_guard.cli import main as aoti_guard_main
-from aoti_guard.pt2.signing import generate_key
 from runtime_probe.cli import build_parser
 from runtime_probe.cli import main as probe_main
 from runtime_probe.errors import ToolError
@@ -23,7 +22,7 @@ from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, probe_options
 from runtime_probe.probe.options import ProbeOptions
 
 from ..schemas import validate
-from .fakepkg import make_package
+from .fakepkg import make_package, write_key_pair
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = {
@@ -36,8 +35,8 @@ ENTRY_POINTS = {
 def unsigned(tmp_path: Path) -> tuple[Path, Path]:
     """A fake package and a public key it is not signed with: the archive phase fails (exit 1)
     before any native code, in a fraction of a second."""
-    files = generate_key(tmp_path / "release.key")
-    return make_package(tmp_path / "m.pt2"), Path(files.public)
+    public = write_key_pair(tmp_path / "release.key")
+    return make_package(tmp_path / "m.pt2"), public
 
 
 def _sub(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -73,7 +72,7 @@ def test_a_report_over_the_key_or_weights_is_refused(which: str, unsigned: tuple
 
 def test_a_build_report_over_its_output_or_key_is_refused(tmp_path: Path) -> None:
     key = tmp_path / "k"
-    generate_key(key)
+    write_key_pair(key)
     before = key.read_bytes()
     assert aoti_guard_main(["build", "-o", str(tmp_path / "o.pt2"), "--sign-key", str(key), "--json", str(key)]) == 2
     assert key.read_bytes() == before

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from aoti_guard.pt2.signing import generate_key
 from runtime_probe.progress import Progress
 
-from .fakepkg import make_package
+from .fakepkg import make_package, write_key_pair
 
 REPO = Path(__file__).resolve().parents[2]
 TIMING = re.compile(r" in \d+\.\d\ds")
@@ -85,8 +84,7 @@ def test_no_colour_with_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _unsigned(tmp_path: Path) -> tuple[Path, Path]:
-    files = generate_key(tmp_path / "k")
-    return make_package(tmp_path / "m.pt2"), Path(files.public)
+    return make_package(tmp_path / "m.pt2"), write_key_pair(tmp_path / "k")
 
 
 def _env(**extra: str) -> dict[str, str]:
