@@ -4,9 +4,11 @@ AOTI_GUARD_HYPOTHESIS_EXAMPLES=5000 for a longer local run."""
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,10 @@ BUDGET = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
+# hypothesis runs each example many times inside one test, so the scratch folder is per module
+# (not tmp_path); removed when the interpreter exits
 _TMP = Path(tempfile.mkdtemp(prefix="aoti-guard-props-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 _GOOD = make_package(_TMP / "good.pt2").read_bytes()
 _KEY = PublicKey(bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"))  # RFC 8032 test 1
 
