@@ -91,10 +91,13 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
     )  # a bad key file: usage error, before any work
     run = _Run(fspath, options, progress or (lambda phase, event: None))
     with _sigterm_raises():
+        # TMPDIR as given: tempfile alone would fall back to /tmp (often a small tmpfs) without a
+        # word when TMPDIR is read-only or missing, and the package's copies would land there
+        where = os.environ.get("TMPDIR") or None
         try:
-            tmp = tempfile.mkdtemp(prefix="runtime-probe-")
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-", dir=where)
         except OSError as exc:
-            finding = tmpdir_finding(exc, os.path.join(tempfile.gettempdir(), "runtime-probe-"))
+            finding = tmpdir_finding(exc, os.path.join(where or tempfile.gettempdir(), "runtime-probe-"))
             return run.report([make_phase("archive", 0.0, [finding]), *_skipped("archive")])
         try:
             return run.probe(Shared(fspath, options, tmp, public_key=public_key))
