@@ -283,7 +283,8 @@ def test_a_misspelt_inductor_config_key_is_refused_before_any_step(
 
 def _build_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     """A build whose only finding is a warning, and which makes torch-style noise on the way: a
-    FutureWarning (as torch's LeafSpec deprecation) and a WARNING record on a torch logger."""
+    FutureWarning (as torch's LeafSpec deprecation) and a WARNING record on a logger under
+    torch._inductor, whose own stderr handler torch._logging sets up with propagate=False."""
     import logging
     import warnings
 
@@ -317,6 +318,12 @@ def test_build_strict_fails_on_warnings(strict: bool, tmp_path: Path, monkeypatc
 def test_build_keeps_torch_noise_off_the_terminal_in_the_report_and_log_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    import logging
+
+    import torch._inductor.compile_fx  # noqa: F401 - torch._logging's setup: torch._inductor has its own stderr handler, propagate=False
+
+    inductor = logging.getLogger("torch._inductor")
+    handlers_before = list(inductor.handlers)
     _build_with_a_warning(monkeypatch)
     out, log = tmp_path / "b.json", tmp_path / "build.log"
     assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "--log-file", str(log)]) == 0
@@ -328,6 +335,7 @@ def test_build_keeps_torch_noise_off_the_terminal_in_the_report_and_log_file(
     assert any("torch._inductor.fake" in line and "TensorFloat32" in line for line in kept), kept
     text = log.read_text()
     assert "LeafSpec" in text and "TensorFloat32" in text and "[debug_twin] passed" in text
+    assert inductor.handlers == handlers_before  # torch's own handlers are back after the build
 
 
 def test_probe_log_file_gets_every_progress_line(unsigned: tuple[Path, Path], tmp_path: Path) -> None:
