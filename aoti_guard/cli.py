@@ -22,7 +22,7 @@ import click
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.container.probe import ImageProbeOptions
 from runtime_probe._version import __version__
-from runtime_probe.cli import check_outputs, emit_report, error_report, report_inputs, write_error_reports
+from runtime_probe.cli import check_outputs, emit_report, error_report, log_report_lines, report_inputs, write_error_reports
 from runtime_probe.errors import GuardError, UsageError
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
 from runtime_probe.progress import Progress
@@ -386,6 +386,7 @@ def probe(package: str, **params: Any) -> None:
 
             _image_flags_need_image(params)
             report = run_probe(package, probe_options(params), progress)
+        log_report_lines(report, progress)
     finally:
         progress.close()
     report = dataclasses.replace(report, strict=outputs.strict)

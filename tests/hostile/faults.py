@@ -69,6 +69,16 @@ if fault:
             import signal
 
             os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "warn":
+            # torch's noise as a build or load makes it: a Python warning and a torch._logging record
+            import logging
+            import warnings
+
+            import torch._inductor.compile_fx  # noqa: F401 - torch._logging's handlers
+
+            warnings.warn("isinstance(treespec, LeafSpec) is deprecated", FutureWarning)
+            logging.getLogger("torch._inductor.fake").warning("an injected torch log record")
+            return _real_load(state, **kw)
         if fault == "rlimit":
             # an address-space limit 64 MiB above what the child maps now: the load runs out
             import resource
