@@ -346,3 +346,31 @@ def test_probe_log_file_gets_every_progress_line(unsigned: tuple[Path, Path], tm
     text = log.read_text()
     assert "[archive] start" in text and "[archive] failed" in text
     assert "[archive]" not in proc.stderr  # -q: the terminal got no progress, the log file did
+
+
+def test_build_json_dash_is_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _build_with_a_warning(monkeypatch)
+    os.chdir(tmp_path)
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", "-", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)  # stdout holds the JSON alone
+    assert report["kind"] == "build" and not (tmp_path / "-").exists()
+    validate("build-report", report)
+
+
+@pytest.mark.parametrize("raised", [ToolError("the engine went away"), RuntimeError("a bug")])
+def test_build_exit_3_still_writes_a_report(raised: Exception, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aoti_guard.builder import pipeline
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(pipeline, "build", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the saved traceback of the bug case
+    out, junit = tmp_path / "b.json", tmp_path / "b.xml"
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "--junit", str(junit), "-q"]) == 3
+    report = json.loads(out.read_text())
+    code = report["phases"][0]["findings"][0]["code"]
+    assert report["kind"] == "build" and report["exit_code"] == 3
+    assert code == ("tool.failed" if isinstance(raised, ToolError) else "tool.bug")
+    validate("build-report", report)
+    assert ET.parse(junit).getroot().find("testsuite/testcase/failure").get("type") == code  # type: ignore[union-attr]
