@@ -22,7 +22,7 @@ import click
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.container.probe import ImageProbeOptions
 from runtime_probe._version import __version__
-from runtime_probe.cli import check_outputs, emit_report, error_report, report_inputs, write_error_reports
+from runtime_probe.cli import check_outputs, emit_report, error_report, log_report_lines, report_inputs, write_error_reports
 from runtime_probe.errors import GuardError, UsageError
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
 from runtime_probe.progress import Progress
@@ -80,19 +80,31 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
             sink.append(line)
             progress.log_line(line)
 
-    handler, torch_log = _Keep(level=logging.WARNING), logging.getLogger("torch")
-    quiet_handlers = [h for h in torch_log.handlers if isinstance(h, logging.StreamHandler)]
+    handler = _Keep(level=logging.WARNING)
+    # torch._logging gives "torch" and its components (torch._dynamo, torch._inductor, ...) their
+    # own stderr handlers with propagate=False: each such logger gets ours instead, for the build
+    swapped: list[tuple[logging.Logger, list[logging.Handler]]] = []
+    for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
+        logger = logging.getLogger(name)
+        streams: list[logging.Handler] = [
+            h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+        ]
+        if name == "torch" or streams or not logger.propagate:
+            swapped.append((logger, streams))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        torch_log.addHandler(handler)
-        for h in quiet_handlers:
-            torch_log.removeHandler(h)
+        for logger, streams in swapped:
+            if logger.name == "torch" or not logger.propagate:  # a propagating one reaches an ancestor's: once
+                logger.addHandler(handler)
+            for h in streams:
+                logger.removeHandler(h)
         try:
             yield
         finally:
-            torch_log.removeHandler(handler)
-            for h in quiet_handlers:
-                torch_log.addHandler(h)
+            for logger, streams in swapped:
+                logger.removeHandler(handler)  # a no-op where it was not added
+                for h in streams:
+                    logger.addHandler(h)
     for w in caught:
         line = f"{w.category.__name__} {os.path.basename(str(w.filename))}:{w.lineno}: {w.message}"
         sink.append(line)
@@ -374,6 +386,7 @@ def probe(package: str, **params: Any) -> None:
 
             _image_flags_need_image(params)
             report = run_probe(package, probe_options(params), progress)
+        log_report_lines(report, progress)
     finally:
         progress.close()
     report = dataclasses.replace(report, strict=outputs.strict)

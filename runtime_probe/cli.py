@@ -28,6 +28,7 @@ __all__ = [
     "emit_report",
     "error_report",
     "lenient_outputs",
+    "log_report_lines",
     "main",
     "progress_printer",
     "report_inputs",
@@ -52,6 +53,13 @@ exit codes: 0 passed, 1 a check failed (--strict: or warned), 2 usage error, 3 t
 def progress_printer(quiet: bool) -> Progress:
     """The progress callback both command lines use (one format; live on a terminal)."""
     return Progress(quiet=quiet)
+
+
+def log_report_lines(report: Report, progress: Progress) -> None:
+    """torch's warnings and log records that the run kept in the report (``extra.log``) go to
+    --log-file as well; never to the terminal."""
+    for line in report.extra.get("log") or []:
+        progress.log_line(str(line))
 
 
 def emit_report(report: Report, outputs: Outputs) -> None:
@@ -196,6 +204,7 @@ def _probe(values: dict[str, Any]) -> int:
     progress = Progress(quiet=outputs.quiet, log=outputs.log_file)
     try:
         report = probe(package, options, progress)
+        log_report_lines(report, progress)
     finally:
         progress.close()
     emit_report(report, outputs)

@@ -39,7 +39,7 @@ CODES: dict[str, str] = {
     "env.device_unavailable": "The device type the package needs is not present on this host.",
     "env.device_index_invalid": "The requested device index does not exist on this host.",
     "env.device_mismatch": "The requested device type differs from the one the package was compiled for.",
-    "env.arch_mismatch": "The GPU's compute capability does not match the archs of the package's kernels.",
+    "env.arch_mismatch": "The GPU's compute capability does not match the archs of the package's kernels (a warning when the build's --cuda-arch list names it and PTX covers it).",
     "env.driver_too_old": "The GPU driver is older than the CUDA runtime needs.",
     "env.torch_mismatch": "The host's torch (or triton) differs from the build's.",
     "env.torch_missing": "torch cannot be imported on this host.",

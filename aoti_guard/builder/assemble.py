@@ -8,6 +8,7 @@ memory and the signature entry is appended together with the manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from typing import Any
 
@@ -75,6 +76,9 @@ def assemble(
                     aoti_meta = {}
     wrapper = parse_wrapper_cpp(wrapper_text)
     target = toolchain.build_target(options.device, wrapper, aoti_meta, toolchain.kernel_images(kernel_files))
+    if options.cuda_archs and options.device.startswith("cuda"):
+        # the list the build checked the kernels against: the probe's arch rule reads it
+        target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
     tools = toolchain.build_toolchain(wrapper, so_bytes)
     constants = extract_constants(ep, wrapper.runtime_constants())
 

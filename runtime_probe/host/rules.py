@@ -39,6 +39,8 @@ class Requirements:
     device_type: str
     kernel_archs: tuple[str, ...] = ()
     compute_capability: str | None = None
+    cuda_archs: tuple[str, ...] = ()  # the build's checked --cuda-arch list ("80", "90"), manifest 1.2
+    ptx_archs: tuple[str, ...] = ()  # compute capabilities of the PTX in the kernel images ("80")
     cpu_isa: tuple[str, ...] = ()
     glibcxx: str | None = None
     cxxabi: str | None = None
@@ -56,6 +58,10 @@ class Requirements:
             device_type=m.target.device_type,
             kernel_archs=m.target.kernel_archs,
             compute_capability=m.target.compute_capability,
+            cuda_archs=m.target.cuda_archs or (),
+            ptx_archs=tuple(
+                sorted({re.sub(r"^ptx:(sm_|compute_)?", "", a) for k in m.target.kernels for a in k.archs if a.startswith("ptx:")})
+            ),
             cpu_isa=m.target.cpu_isa,
             glibcxx=m.toolchain.glibcxx_required,
             cxxabi=m.toolchain.cxxabi_required,
@@ -202,6 +208,46 @@ def check_host(
     return findings, not fatal
 
 
+def _listed(cap: str, archs: tuple[str, ...]) -> bool:
+    return any(a.rstrip("af") == cap for a in archs)
+
+
+def _arch_not_native(req: Requirements, cap: str, name: str, bad: list[str], findings: list[Finding]) -> bool:
+    """Kernels with no SASS for this GPU. The build's --cuda-arch list (manifest 1.2) says which
+    archs it was checked to cover: a listed arch covered by forward-compatible PTX loads (the driver
+    JIT-compiles it: a warning, as at build time); an arch the list leaves out is named as such."""
+    pretty = f"{cap[:-1]}.{cap[-1]}"
+    jit = [p for p in req.ptx_archs if not p.endswith(("a", "f")) and p.isdigit() and int(p) <= int(cap)]
+    if _listed(cap, req.cuda_archs) and jit:
+        findings.append(
+            warning(
+                "env.arch_mismatch",
+                PHASE,
+                f"{name} (sm_{cap}) has no SASS in the package; the build listed it (--cuda-arch {','.join(req.cuda_archs)}) "
+                f"and covers it with PTX (compute_{max(jit, key=int)}), which the driver JIT-compiles at first load",
+                expected=", ".join(req.kernel_archs),
+                found=f"sm_{cap}",
+                hint=f"a slow first load and untuned kernels: build once on an sm_{cap} GPU for native code",
+            )
+        )
+        return False
+    listed = (
+        f"; the build covered --cuda-arch {','.join(req.cuda_archs)} only" if req.cuda_archs and not _listed(cap, req.cuda_archs) else ""
+    )
+    findings.append(
+        error(
+            "env.arch_mismatch",
+            PHASE,
+            f"kernels compiled for {', '.join(bad)} cannot run on {name} (compute capability {pretty}){listed}",
+            expected=", ".join(req.kernel_archs),
+            found=f"sm_{cap}",
+            hint=f"AOTI compiles for the build GPU only: rebuild the package on a sm_{cap} GPU",
+            evidence={"cuda_archs": list(req.cuda_archs)} if req.cuda_archs else {},
+        )
+    )
+    return True
+
+
 def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int | None, findings: list[Finding]) -> bool:
     devices = child.get("devices") or []
     if not child.get("cuda_available") or not devices:
@@ -236,18 +282,7 @@ def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int |
     if req.kernel_archs:
         runnable = [a for a in req.kernel_archs if arch_runs_on(a, cap)]
         if len(runnable) < len(req.kernel_archs):
-            bad = [a for a in req.kernel_archs if a not in runnable]
-            findings.append(
-                error(
-                    "env.arch_mismatch",
-                    PHASE,
-                    f"kernels compiled for {', '.join(bad)} cannot run on {dev.get('name')} (compute capability {cap[:-1]}.{cap[-1]})",
-                    expected=", ".join(req.kernel_archs),
-                    found=f"sm_{cap}",
-                    hint=f"AOTI compiles for the build GPU only: rebuild the package on a sm_{cap} GPU",
-                )
-            )
-            fatal = True
+            fatal = _arch_not_native(req, cap, str(dev.get("name")), [a for a in req.kernel_archs if a not in runnable], findings)
     elif req.compute_capability and req.compute_capability != cap:
         findings.append(
             error(

@@ -36,7 +36,7 @@ __all__ = [
     "parse_manifest",
 ]
 
-MANIFEST_SCHEMA_VERSION = "1.1"
+MANIFEST_SCHEMA_VERSION = "1.2"  # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -150,6 +150,9 @@ class Target:
     aoti_cpu_isa: str | None = None  # AOTI_CPU_ISA ("AVX2", "AVX512")
     march: str | None = None  # "-march=" value of the compile command ("native")
     build_cpu: str | None = None  # model name of the build CPU
+    # the compute capabilities ``aoti-guard build --cuda-arch`` was asked to cover ("80", "90"), each
+    # checked against the kernel images at build time; None when none were listed. Since schema 1.2.
+    cuda_archs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class Device:
     golden_valid: bool = True
     replay: Replay | None = None
     weights_args: dict[str, Any] | None = None  # how --weights was loaded, for the ladder's replays
+    log: list[str] = field(default_factory=list)  # torch's warnings and log records from the child's stderr
 
     @property
     def device(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -91,10 +92,13 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
     )  # a bad key file: usage error, before any work
     run = _Run(fspath, options, progress or (lambda phase, event: None))
     with _sigterm_raises():
+        # TMPDIR as given: tempfile alone would fall back to /tmp (often a small tmpfs) without a
+        # word when TMPDIR is read-only or missing, and the package's copies would land there
+        where = os.environ.get("TMPDIR") or None
         try:
-            tmp = tempfile.mkdtemp(prefix="runtime-probe-")
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-", dir=where)
         except OSError as exc:
-            finding = tmpdir_finding(exc, os.path.join(tempfile.gettempdir(), "runtime-probe-"))
+            finding = tmpdir_finding(exc, os.path.join(where or tempfile.gettempdir(), "runtime-probe-"))
             return run.report([make_phase("archive", 0.0, [finding]), *_skipped("archive")])
         try:
             return run.probe(Shared(fspath, options, tmp, public_key=public_key))
@@ -177,6 +181,8 @@ class _Run:
                 self.results += _device_phases(shared, dev, say)
                 host = dev.host
                 extra["device"] = dev.device
+                if dev.log:
+                    extra["log"] = dev.log
         finally:
             if shared.archive is not None:
                 shared.archive.close()
@@ -250,6 +256,17 @@ def _new_worker(shared: Shared) -> Worker:
     return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **_child_env(shared)}, python=shared.options.python)
 
 
+# what torch says on the child's stderr: Python warnings ("x.py:105: FutureWarning: ...") and
+# torch._logging records ("W1123 12:58:05.350000 18574 x.py:7] ...")
+_LOG_LINE = re.compile(r"^\S.*:\d+: [A-Z]\w*Warning: |^[WE]\d{4} \d\d:\d\d:\d\d")
+
+
+def child_log_lines(stderr: str, limit: int = 200) -> list[str]:
+    """The warning and log lines of a child's stderr, each once, for the report and --log-file
+    (they never reach the user's terminal: the child's output is captured)."""
+    return list(dict.fromkeys(line.rstrip() for line in stderr.splitlines() if _LOG_LINE.search(line)))[:limit]
+
+
 def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker | None = None) -> list[PhaseResult]:
     """host -> load -> constants -> golden -> escalate for one device (in ``worker``, else a new child)."""
     prefix = f"{dev.label} " if dev.label else ""
@@ -260,6 +277,7 @@ def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker 
         run_steps(recorder, [(name, _step(name, fn, dev)) for name, fn in _DEVICE_STEPS], shared)
     finally:
         dev.worker.close()
+        dev.log = child_log_lines(dev.worker.stderr.text())
     results = recorder.results
     results.append(_escalate(shared, dev, say, prefix))
     return results

@@ -106,6 +106,10 @@ def test_cuda_arch_lists_are_checked_against_the_kernels() -> None:
     cap = "".join(map(str, torch.cuda.get_device_capability(0)))
     ok = build_report("example_arch_own")
     assert ok["passed"], [(f["code"], f["message"][:160]) for f in findings(ok)]
+    with zipfile.ZipFile(pkg("example_arch_own")) as zf:  # the list is recorded for the probe's arch rule
+        root = zf.namelist()[0].split("/")[0]
+        target = json.loads(zf.read(f"{root}/extra/aoti_guard/manifest.json"))["target"]
+    assert target["cuda_archs"] == [cap]
     both = build_report("example_arch_80_90")
     if cap == "80":
         pytest.skip("the build GPU is sm_80: the 8.0,9.0 case needs another arch")

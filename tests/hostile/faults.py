@@ -69,6 +69,16 @@ if fault:
             import signal
 
             os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "warn":
+            # torch's noise as a build or load makes it: a Python warning and a torch._logging record
+            import logging
+            import warnings
+
+            import torch._inductor.compile_fx  # noqa: F401 - torch._logging's handlers
+
+            warnings.warn("isinstance(treespec, LeafSpec) is deprecated", FutureWarning)
+            logging.getLogger("torch._inductor.fake").warning("an injected torch log record")
+            return _real_load(state, **kw)
         if fault == "rlimit":
             # an address-space limit 64 MiB above what the child maps now: the load runs out
             import resource
@@ -180,8 +190,12 @@ def oom(pkg: Path, work: Path) -> Fault:
         f.skipped = f"cannot create a memory cgroup under {base}: {exc.strerror}"
         return f
     try:
-        proc, report, seconds = _probe(pkg, work, "oom", AOTI_GUARD_TEST_CGROUP=str(group))
+        tmpdir = work / "tmp"
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        proc, report, seconds = _probe(pkg, work, "oom", AOTI_GUARD_TEST_CGROUP=str(group), TMPDIR=str(tmpdir))
         _common(f, proc, report, seconds)
+        f.check(seconds < 300, f"took {seconds:.0f}s")
+        f.check(not _left_behind(tmpdir), f"left in TMPDIR: {_left_behind(tmpdir)[:5]}")
         crash = _finding(report, "load.crash")
         f.check(proc.returncode == 1, f"exit {proc.returncode}, expected 1")
         f.check(crash.get("found") == "SIGKILL", f"load.crash found {crash.get('found')!r}, expected SIGKILL")
@@ -333,6 +347,33 @@ def tmpdir_full(pkg: Path, work: Path) -> Fault:
     return f
 
 
+def tmpdir_read_only(pkg: Path, work: Path) -> Fault:
+    f = Fault("TMPDIR read-only", "TMPDIR on `mount --bind -o ro` in a private mount namespace (tempfile alone would fall back to /tmp)")
+    tmpdir = work / "tmp-ro"
+    tmpdir.mkdir(parents=True)
+    report = work / "tmp-ro.json"  # outside the read-only mount: the report itself must still be written
+    script = (
+        f"mount --bind -o ro {tmpdir} {tmpdir} || exit 97\n"
+        f"touch {tmpdir}/probe-write-test 2>/dev/null && exit 98\n"
+        f"TMPDIR={tmpdir} exec {sys.executable} -m runtime_probe {pkg} --json {report}\n"
+    )
+    started = time.monotonic()
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    if proc.returncode == 97 or "Operation not permitted" in proc.stderr or "unshare failed" in proc.stderr:
+        f.skipped = f"the sandbox forbids a read-only bind mount (tried unshare -m + mount --bind -o ro): {proc.stderr.strip()[:200]}"
+        return f
+    data = json.loads(report.read_text()) if report.exists() else {"phases": []}
+    _common(f, proc, data, time.monotonic() - started)
+    f.check(proc.returncode != 98, "the mount is not read-only")
+    f.check(proc.returncode == 3, f"exit {proc.returncode}, expected 3 (the tool could not run)")
+    finding = _finding(data, "env.tmpdir_unusable")
+    f.check(bool(finding), "no env.tmpdir_unusable finding")
+    f.check("read-only" in finding.get("message", ""), "the finding does not say the TMPDIR is read-only")
+    f.check(time.monotonic() - started < 60, "took over 60 s")
+    f.check(not _left_behind(tmpdir), "files left in TMPDIR")
+    return f
+
+
 def memory_limit(pkg: Path, work: Path) -> Fault:
     f = Fault("child out of memory", "load runs under an address-space limit (RLIMIT_AS) 64 MiB above its size")
     tmpdir = work / "tmp"
@@ -406,6 +447,7 @@ SCENARIOS: dict[str, Callable[[Path, Path], Fault]] = {
     "concurrent": concurrent,
     "leak_after_crash": leak_after_crash,
     "tmpdir_full": tmpdir_full,
+    "tmpdir_read_only": tmpdir_read_only,
     "memory_limit": memory_limit,
     "sigterm": sigterm,
     "fifo_package": fifo_package,

@@ -52,7 +52,7 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     sys.path.pop(0)
     model, (_x,) = models.static()
     m = manifest_of(static_pkg.path)
-    assert m.schema_version == "1.1" and m.model_name == "model"
+    assert m.schema_version == "1.2" and m.model_name == "model"
     (inp,) = m.io.inputs
     assert inp.name == "x" and inp.kind == "tensor" and inp.index == 0
     assert inp.tensor is not None

@@ -90,3 +90,28 @@ def test_iterations_latency_and_saved_golden_io(example_pkg: Built, tmp_path: Pa
     assert set(saved_out) == {o["name"] for o in manifest["io"]["outputs"]}
     replay = run_probe(str(example_pkg.path), "--fast", "--inputs", str(ins / "example.inputs.safetensors"), "-q")
     assert replay.returncode == 0, replay.stdout + replay.stderr  # the saved inputs replay as --inputs
+
+
+@pytest.mark.parametrize("cli", ["runtime_probe", "aoti-guard"])
+def test_torch_noise_in_the_child_goes_to_the_report_and_log_file(cli: str, static_pkg: Built, tmp_path: Path) -> None:
+    """Issue 15: torch's warnings and log records go to the report and --log-file, never to the
+    terminal. The probe's child emits both (injected at load); before, the child's captured stderr
+    was dropped on success and --log-file held progress lines only."""
+    from tests.hostile.faults import inject_env
+
+    log = tmp_path / "probe.log"
+    argv = [str(static_pkg.path), "--fast", "--log-file", str(log), "--json", "-"]
+    proc = (
+        run_probe(*argv, env=inject_env(tmp_path, "warn"))
+        if cli == "runtime_probe"
+        else run_cli("probe", *argv, env=inject_env(tmp_path, "warn"))
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    validate("probe-report", report)
+    kept = report["extra"]["log"]
+    assert any("FutureWarning: isinstance(treespec, LeafSpec)" in line for line in kept), kept
+    assert any("an injected torch log record" in line for line in kept), kept
+    assert "LeafSpec" not in proc.stderr and "injected torch log" not in proc.stderr
+    text = log.read_text()
+    assert "LeafSpec" in text and "an injected torch log record" in text and "[golden] passed" in text

@@ -225,3 +225,56 @@ def test_the_child_dies_with_the_probe(tmp_path: Path) -> None:
         for pid in (child, int(pidfile.read_text()) if pidfile.exists() else None):
             if pid is not None and not _gone(pid):
                 os.kill(pid, signal.SIGKILL)  # the hang's own grandchild: PDEATHSIG covers the child only
+
+
+def test_a_device_assert_on_the_inputs_names_the_id_in_the_golden_phase(tmp_path: Path) -> None:
+    """Issue 13 case 4, the wiring: a package with no recorded value range (built before 1.1, or by
+    torch alone) runs the --inputs and the child reports Triton's bounds assert; the golden phase's
+    finding is run.device_assert and names the input, the value and its index."""
+    import json
+    from typing import Any
+
+    import torch
+
+    from runtime_probe.child.worker import ChildRaised
+    from runtime_probe.formats import safetensors as _safetensors
+    from runtime_probe.package.manifest import parse_manifest
+    from runtime_probe.probe.options import ProbeOptions
+    from runtime_probe.probe.phases import Device, Shared, golden_phase
+
+    from .test_manifest import minimal
+
+    m = minimal()
+    ids = {"dtype": "int64", "shape": [4, 6], "stride": [6, 1], "contiguous": True, "device": "cuda"}
+    m["io"].update(
+        params=[{"name": "ids", "kind": "positional_or_keyword", "passed": "positional"}],
+        inputs=[{"name": "ids", "param": "ids", "kind": "tensor", "index": 0, "tensor": ids}],
+        symbols=[],
+    )
+    m["target"]["device_type"] = "cuda"
+    del m["golden"]
+    bad = torch.randint(0, 1000, (4, 6))
+    bad[2, 5] = 1_000_000_000
+    inputs = tmp_path / "ids.safetensors"
+    _safetensors.dump({"ids": bad}, str(inputs))
+    stderr = (
+        "/tmp/x.py:18: triton_poi_fused_embedding_0: block: [0,0,0], thread: [5,0,0] Assertion `index out of bounds: 0 <= tmp4 < 1000` failed.\n"
+        "Error: CUDA error: device-side assert triggered\n"
+    )
+
+    class Worker:
+        def request(self, op: str, timeout: float, **kwargs: Any) -> dict[str, Any]:
+            assert op == "run" and kwargs["sample"]["id"] == "inputs"
+            raise ChildRaised(
+                "run", "", stderr, 0.1, evidence={"type": "RuntimeError", "message": "CUDA error: device-side assert triggered"}
+            )
+
+    shared = Shared(
+        str(tmp_path / "m.pt2"), ProbeOptions(inputs=str(inputs)), str(tmp_path), manifest=parse_manifest(json.dumps(m).encode())
+    )
+    shared.archive = object()  # type: ignore[assignment]  # the phase only needs the archive phase to have run
+    findings, _detail, _go_on = golden_phase(shared, Device("cuda", 0, worker=Worker()))  # type: ignore[arg-type]
+    assert [f.code for f in findings if f.severity.value == "error"] == ["run.device_assert"]
+    named = next(f for f in findings if f.code == "run.device_assert")
+    assert named.message.startswith("ids holds 1000000000 at [2, 5]; the table has 1000 rows"), named.message
+    assert named.evidence["named"] == "ids holds 1000000000 at [2, 5]; the table has 1000 rows"

@@ -276,3 +276,101 @@ def test_a_misspelt_inductor_config_key_is_refused_before_any_step(
     report = json.loads(out.read_text())
     assert report["phases"][0]["findings"][0]["code"] == "tool.usage" and "max_autotune" in json.dumps(report)
     validate("build-report", report)
+
+
+# -- --strict and --log-file on the build (issue 15): the probe's are tested in tests/integration/test_reports.py
+
+
+def _build_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build whose only finding is a warning, and which makes torch-style noise on the way: a
+    FutureWarning (as torch's LeafSpec deprecation) and a WARNING record on a logger under
+    torch._inductor, whose own stderr handler torch._logging sets up with propagate=False."""
+    import logging
+    import warnings
+
+    from aoti_guard.builder import pipeline
+    from runtime_probe.findings import warning
+    from runtime_probe.report import PhaseResult, Report
+
+    def fake_build(target: Any, options: Any, progress: Any = None, **_: Any) -> Report:
+        warnings.warn("isinstance(treespec, LeafSpec) is deprecated", FutureWarning, stacklevel=1)
+        logging.getLogger("torch._inductor.fake").warning("TensorFloat32 tensor cores are available")
+        progress("debug_twin", "start")
+        progress("debug_twin", "passed", 0.01)
+        found = warning("build.twin_failed", "debug_twin", "the debug twin did not compile: stand-in")
+        phase = PhaseResult("debug_twin", "passed", 0.01, (found,))
+        return Report(kind="build", package={"path": options.output}, phases=(phase,), title="build m.pt2")
+
+    monkeypatch.setattr(pipeline, "build", fake_build)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_build_strict_fails_on_warnings(strict: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _build_with_a_warning(monkeypatch)
+    out = tmp_path / "b.json"
+    argv = ["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "-q", *(["--strict"] if strict else [])]
+    assert aoti_guard_main(argv) == (1 if strict else 0)
+    report = json.loads(out.read_text())
+    assert report["exit_code"] == (1 if strict else 0) and report["strict"] is strict
+    validate("build-report", report)
+
+
+def test_build_keeps_torch_noise_off_the_terminal_in_the_report_and_log_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import logging
+
+    import torch._inductor.compile_fx  # noqa: F401 - torch._logging's setup: torch._inductor has its own stderr handler, propagate=False
+
+    inductor = logging.getLogger("torch._inductor")
+    handlers_before = list(inductor.handlers)
+    _build_with_a_warning(monkeypatch)
+    out, log = tmp_path / "b.json", tmp_path / "build.log"
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "--log-file", str(log)]) == 0
+    terminal = "".join(capfd.readouterr())
+    assert "LeafSpec" not in terminal and "TensorFloat32" not in terminal
+    assert "[debug_twin]" in terminal  # the progress itself is still shown
+    kept = json.loads(out.read_text())["extra"]["log"]
+    assert any("FutureWarning" in line and "LeafSpec" in line for line in kept), kept
+    assert any("torch._inductor.fake" in line and "TensorFloat32" in line for line in kept), kept
+    text = log.read_text()
+    assert "LeafSpec" in text and "TensorFloat32" in text and "[debug_twin] passed" in text
+    assert inductor.handlers == handlers_before  # torch's own handlers are back after the build
+
+
+def test_probe_log_file_gets_every_progress_line(unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+    pkg, pub = unsigned
+    log = tmp_path / "probe.log"
+    proc = _sub(str(pkg), "--public-key", str(pub), "--log-file", str(log), "-q")
+    assert proc.returncode == 1
+    text = log.read_text()
+    assert "[archive] start" in text and "[archive] failed" in text
+    assert "[archive]" not in proc.stderr  # -q: the terminal got no progress, the log file did
+
+
+def test_build_json_dash_is_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _build_with_a_warning(monkeypatch)
+    os.chdir(tmp_path)
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", "-", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)  # stdout holds the JSON alone
+    assert report["kind"] == "build" and not (tmp_path / "-").exists()
+    validate("build-report", report)
+
+
+@pytest.mark.parametrize("raised", [ToolError("the engine went away"), RuntimeError("a bug")])
+def test_build_exit_3_still_writes_a_report(raised: Exception, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aoti_guard.builder import pipeline
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(pipeline, "build", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the saved traceback of the bug case
+    out, junit = tmp_path / "b.json", tmp_path / "b.xml"
+    assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "--junit", str(junit), "-q"]) == 3
+    report = json.loads(out.read_text())
+    code = report["phases"][0]["findings"][0]["code"]
+    assert report["kind"] == "build" and report["exit_code"] == 3
+    assert code == ("tool.failed" if isinstance(raised, ToolError) else "tool.bug")
+    validate("build-report", report)
+    assert ET.parse(junit).getroot().find("testsuite/testcase/failure").get("type") == code  # type: ignore[union-attr]

@@ -74,6 +74,49 @@ def test_arch_driver_memory_index() -> None:
     assert "env.device_index_invalid" in codes(findings)
 
 
+def test_the_manifests_cuda_arch_list_drives_the_arch_rule() -> None:
+    """Issue 13 case 5: the build records its checked --cuda-arch list (manifest 1.2); the probe's
+    arch rule uses it. An sm_80 build with forward-compatible PTX, listed for 8.0,9.0, loads on an
+    sm_90 GPU (the driver JIT-compiles the PTX: a warning, as the build said); without the list the
+    same kernels are an error, and an arch the list leaves out is named as such."""
+    sm80_ptx = {"device_type": "cuda", "kernel_archs": ("sm_80",), "ptx_archs": ("80",), "torch": "2.11.0+cu130"}
+    listed, go_on = check_host(Requirements(**sm80_ptx, cuda_archs=("80", "90")), PARENT, H100, "cuda", None)  # type: ignore[arg-type]
+    arch = [f for f in listed if f.code == "env.arch_mismatch"]
+    assert go_on and [f.severity.value for f in arch] == ["warning"] and "compute_80" in arch[0].message
+    unlisted, go_on = check_host(Requirements(**sm80_ptx), PARENT, H100, "cuda", None)  # type: ignore[arg-type]
+    assert not go_on and [f.severity.value for f in unlisted if f.code == "env.arch_mismatch"] == ["error"]
+    only80, go_on = check_host(Requirements(**sm80_ptx, cuda_archs=("80",)), PARENT, H100, "cuda", None)  # type: ignore[arg-type]
+    err = next(f for f in only80 if f.code == "env.arch_mismatch")
+    assert not go_on and err.severity.value == "error" and "--cuda-arch 80 only" in err.message
+    no_ptx, go_on = check_host(
+        Requirements(device_type="cuda", kernel_archs=("sm_80",), cuda_archs=("80", "90")), PARENT, H100, "cuda", None
+    )
+    assert not go_on and any(f.code == "env.arch_mismatch" and f.severity.value == "error" for f in no_ptx)
+
+
+def test_requirements_read_the_cuda_arch_list_and_ptx_from_the_manifest() -> None:
+    import json
+
+    from runtime_probe.package.manifest import dump_manifest, parse_manifest
+
+    from .test_manifest import minimal
+
+    m = minimal()
+    m["target"].update(
+        device_type="cuda",
+        kernel_archs=["sm_80"],
+        kernels=[{"entry": "k.fatbin", "kind": "fatbin", "archs": ["sass:sm_80", "ptx:sm_80"]}],
+        cuda_archs=["80", "90"],
+    )
+    manifest = parse_manifest(json.dumps(m).encode())
+    req = Requirements.from_manifest(manifest)
+    assert req.cuda_archs == ("80", "90") and req.ptx_archs == ("80",)
+    assert json.loads(dump_manifest(manifest))["target"]["cuda_archs"] == ["80", "90"]
+    del m["target"]["cuda_archs"]  # a manifest without the list reads and dumps as before 1.2
+    plain = parse_manifest(json.dumps(m).encode())
+    assert plain.target.cuda_archs is None and "cuda_archs" not in json.loads(dump_manifest(plain))["target"]
+
+
 def test_torch_versions() -> None:
     older, _ = check_host(Requirements(device_type="cpu", torch="2.14.0"), PARENT, CHILD_CPU, "cpu", None)
     assert any(f.code == "env.torch_mismatch" and f.severity.value == "error" for f in older)

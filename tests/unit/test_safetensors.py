@@ -466,6 +466,33 @@ def test_borrow_reads_the_same_tensors_through_the_library(tmp_path: Path) -> No
         assert torch.equal(t, own[name]) and t.dtype == own[name].dtype
 
 
+def test_borrow_takes_the_bulk_through_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15 (speed of bulk reads): with borrow the data bytes are read by the safetensors
+    library (mmap), not by our own reader, which only reads the header. The test above would pass
+    with a borrow that silently fell back to our reader."""
+    pytest.importorskip("safetensors")
+    import torch
+    from safetensors.torch import save_file
+
+    from runtime_probe.formats import safetensors as module
+
+    path = tmp_path / "w.safetensors"
+    save_file({"a": torch.randn(64, 64), "b": torch.arange(9, dtype=torch.int32)}, str(path))
+
+    real = module._read_exact
+
+    def no_own_bulk_read(f: Any, n: int, what: Any) -> bytearray:
+        if isinstance(what, module.TensorInfo):  # tensor data; the header is still ours to read
+            raise AssertionError("the bulk was read by our own reader")
+        return real(f, n, what)
+
+    monkeypatch.setattr(module, "_read_exact", no_own_bulk_read)
+    borrowed = module.load(path, borrow=True)
+    assert borrowed["a"].shape == (64, 64) and borrowed["b"].tolist() == list(range(9))
+    with pytest.raises(AssertionError, match="our own reader"):
+        module.load(path)  # without borrow, our reader reads it (the patch is in effect)
+
+
 def test_borrow_keeps_the_strict_checks(tmp_path: Path) -> None:
     import torch
 

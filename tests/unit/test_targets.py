@@ -54,3 +54,13 @@ def test_cuda_archs_are_parsed_and_checked() -> None:
         "cuda", "linux", "x86_64", kernel_archs=("sm_80",), kernels=(KernelImage("k.fatbin", "fatbin", ("sass:sm_80", "ptx:sm_80")),)
     )
     assert [f.severity.value for f in check_cuda_archs(("80", "90"), sm80_ptx)] == ["warning"]
+
+
+def test_a_listed_arch_newer_than_the_build_gpu_keeps_the_ptx() -> None:
+    """Inductor's multi-arch lever: emit_multi_arch_kernel (SASS + PTX) only when a listed arch is
+    newer than the build GPU's, so forward-compatible PTX can cover it; nothing makes older code."""
+    from aoti_guard.builder.targets import cuda_arch_configs
+
+    assert cuda_arch_configs(("80", "90"), "80") == {"aot_inductor.emit_multi_arch_kernel": True}
+    assert cuda_arch_configs(("80", "90"), "90") == {}  # sm_80 is older: no lever, the check fails it
+    assert cuda_arch_configs(("90",), "90") == {} and cuda_arch_configs(("90",), None) == {}
