@@ -99,6 +99,10 @@ class InputChecker:
     def param_names(self) -> list[str]:
         return [p.name for p in self._params]
 
+    @property
+    def positional_names(self) -> list[str]:
+        return list(self._positional)
+
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self._positional):
             raise InputContractError(

@@ -168,6 +168,7 @@ class GuardedModel:
         self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
         self._rebuild = _output_rebuilder(compiled, manifest)
         self._unflatten = _output_unflattener(compiled, manifest)
+        self._leaf_order = list(dict.fromkeys(i.param for i in manifest.io.inputs))
         self.__signature__ = self.checker.signature
 
     def __repr__(self) -> str:
@@ -202,8 +203,12 @@ class GuardedModel:
             import torch
             from torch.utils import _pytree as pytree
 
+            # the runner takes the leaves in the export's order (positional, then the keywords as
+            # the example passed them), not forward()'s: the manifest's inputs are in that order
+            values = {**dict(zip(self.checker.positional_names, call_args)), **call_kwargs}
             leaves: list[Any] = []
-            for v in (*call_args, *call_kwargs.values()):
+            for param in self._leaf_order:
+                v = values[param]
                 leaves += list(v.values()) if isinstance(v, LeafInputs) else pytree.tree_leaves(v)
             outputs = self.compiled.loader.boxed_run([t for t in leaves if isinstance(t, torch.Tensor)])
             return (self._rebuild or self._unflatten)(outputs)
