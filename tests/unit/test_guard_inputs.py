@@ -231,3 +231,38 @@ def test_leaf_names_are_checked_like_the_structure() -> None:
     with pytest.raises(InputContractError) as exc:  # a name the manifest does not have: the structure is wrong
         checker.check(ids=ids, cache={"key_cache.0": torch.randn(2, 2, 5, 4), "keys.1": torch.randn(2, 2, 5, 4)})
     assert exc.value.code == "input.count"
+
+
+class _FlatRunner:
+    """torch's loader, reduced to what the guarded loader's flat path calls: the specs name a
+    type no process can import, so outputs come back as NamedOutputs."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.loader = self
+
+    def get_call_spec(self) -> tuple[str, str]:
+        spec = '[1, {"type": "nowhere.Cache", "context": "null", "children_spec": []}]'
+        return spec, spec
+
+    def boxed_run(self, flat: list[Any]) -> list[Any]:
+        self.seen = list(flat)
+        return [flat[0].float().sum().reshape(1), flat[1] * 2]
+
+
+def test_the_flat_run_takes_the_leaves_in_the_exports_order_not_forwards() -> None:
+    """forward(ids, cache) exported with cache= before ids= (gpt2_cache: forward() takes
+    past_key_values before attention_mask, the example passed the mask first): the runner must get
+    the leaves in the manifest's input order. Before the fix it got forward()'s order: NaN logits."""
+    from runtime_probe.guard.load import GuardedModel, NamedOutputs
+
+    manifest = _cache_manifest()
+    reordered = copy.deepcopy(manifest.io)
+    object.__setattr__(reordered, "params", tuple(reversed(manifest.io.params)))  # forward(cache, ids)
+    object.__setattr__(manifest, "io", reordered)
+    runner = _FlatRunner()
+    model = GuardedModel(runner, manifest, "cpu", None)
+    ids, k, v = torch.zeros(2, 1, dtype=torch.int64), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    out = model(cache={"key_cache.0": k, "value_cache.0": v}, ids=ids)
+    assert runner.seen[0] is ids and runner.seen[1] is k and runner.seen[2] is v
+    assert isinstance(out, NamedOutputs)
