@@ -400,34 +400,56 @@ def guard_step(name: str, pkg: str, out_dir: str, timeout: float) -> dict[str, A
 # --------------------------------------------------------------------------------------------------
 
 
+_MIN_STEP_S = 20.0  # a step is not started with less time than this left before the deadline
+
+
 def run_model(
-    name: str, *, size: str = "small", device: str = "cpu", out_dir: str, timeout: float = 1800, bare: bool = True
+    name: str,
+    *,
+    size: str = "small",
+    device: str = "cpu",
+    out_dir: str,
+    timeout: float = 1800,
+    bare: bool = True,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises."""
+    """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises.
+
+    ``deadline`` (a ``time.monotonic()`` value): each step gets at most the time left, and a step
+    with less than 20 s left is skipped (``skipped: deadline``; the model is then incomplete).
+    """
     from zoo import models
 
     e = models.entry(name)
     r: dict[str, Any] = {"name": name, "library": e.library, "family": e.family, "dims": e.dims, "size": size, "device": device}
-    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+
+    def budget() -> float:
+        return timeout if deadline is None else min(timeout, deadline - time.monotonic())
+
+    def pkg() -> str:
+        return str(r["build"]["package"])
+
+    steps: list[tuple[str, Callable[[float], dict[str, Any]]]] = []
     if bare:
-        steps.append(("bare", lambda: bare_step(name, size, device, timeout)))
-    steps.append(("build", lambda: build_step(name, size, device, out_dir, timeout)))
+        steps.append(("bare", lambda t: bare_step(name, size, device, t)))
+    steps.append(("build", lambda t: build_step(name, size, device, out_dir, t)))
+    steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
+    steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
     for step, fn in steps:
-        _progress(name, step, "start")
-        try:
-            r[step] = fn()
-        except Exception as exc:  # noqa: BLE001 - the runner's own failure is recorded, never raised
-            r[step] = {"ok": False, "error": f"runner: {type(exc).__name__}: {exc}"[:400]}
-        _progress(name, step, _summary(r[step]))
-    pkg = r["build"].get("package")
-    for step in ("probe", "guard"):
-        if not pkg:
+        if step in ("probe", "guard") and not r["build"].get("package"):
             r[step] = {"ok": False, "skipped": "no package"}
+            continue
+        left = budget()
+        if left < _MIN_STEP_S:
+            r[step] = {"ok": False, "skipped": "deadline"}
+            r["incomplete"] = "deadline"
+            if step == "build":
+                r["build"]["package"] = None
             continue
         _progress(name, step, "start")
         try:
-            r[step] = probe_step(name, pkg, size, device, out_dir, timeout) if step == "probe" else guard_step(name, pkg, out_dir, timeout)
-        except Exception as exc:  # noqa: BLE001
+            r[step] = fn(left)
+        except Exception as exc:  # noqa: BLE001 - the runner's own failure is recorded, never raised
             r[step] = {"ok": False, "error": f"runner: {type(exc).__name__}: {exc}"[:400]}
         _progress(name, step, _summary(r[step]))
     b, g = r.get("bare"), r["build"]
@@ -435,7 +457,9 @@ def run_model(
         g["ratio"] = round(g["seconds"] / b["seconds"], 2)
     ours = bool(g.get("ok") and r["probe"].get("ok") and r["guard"].get("ok"))
     r["aoti_guard_ok"] = ours
-    r["parity"] = ours or (b is not None and not b.get("ok"))
+    r["parity"] = ours or (b is not None and not b.get("ok") and not b.get("skipped"))
+    if r.get("incomplete") and not r["parity"]:
+        r["parity"] = None  # not known: the run ran out of time
     return r
 
 
@@ -500,25 +524,30 @@ def run_parity(
     timeout: float,
     jobs: int = 1,
     bare: bool = True,
+    deadline: float | None = None,
     on_result: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order."""
+    """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
+    not started before ``deadline`` is left out)."""
     os.makedirs(out_dir, exist_ok=True)
     done: dict[str, dict[str, Any]] = {}
 
     def one(name: str) -> None:
-        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare)
+        if deadline is not None and deadline - time.monotonic() < _MIN_STEP_S:
+            _progress(name, "parity", "not started (deadline)")
+            return
+        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline)
         with _LOCK:
             done[name] = r
             ordered = [done[n] for n in names if n in done]
-        _progress(name, "parity", "yes" if r["parity"] else "NO")
+        _progress(name, "parity", {True: "yes", False: "NO", None: "unknown (deadline)"}[r["parity"]])
         if on_result is not None:
             on_result(ordered)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for fut in [pool.submit(one, n) for n in names]:
             fut.result()
-    return [done[n] for n in names]
+    return [done[n] for n in names if n in done]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -572,8 +601,70 @@ def _step_cell(s: dict[str, Any] | None, what: str) -> str:
     return f"failed: {(s.get('error') or '')[:140]}"
 
 
+def public_command(command: str) -> str:
+    """The run's command with its file arguments reduced to their names (no machine paths)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    out: list[str] = []
+    for i, w in enumerate(words):
+        prev = words[i - 1] if i else ""
+        if prev == "--out":
+            out.append("OUT")
+        elif prev in ("--json", "--markdown", "--report"):
+            out.append(os.path.basename(w))
+        else:
+            out.append(w)
+    return shlex.join(out)
+
+
+def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one (the GPU run is split over calls): results in order, a later
+    run's result for a model replacing an earlier one's; every command kept."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    merged = dict(runs[0])
+    by_name: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.get("results", []):
+            by_name.pop(r["name"], None)
+            by_name[r["name"]] = r
+    names = [n for run in runs for n in run.get("names", [])]
+    merged["results"] = list(by_name.values())
+    merged["not_run"] = [n for n in dict.fromkeys(names) if n not in by_name]
+    merged["commands"] = [str(run.get("command", "")) for run in runs]
+    merged["started"] = min(str(run.get("started")) for run in runs)
+    merged["finished"] = max(str(run.get("finished") or run.get("started")) for run in runs)
+    return merged
+
+
+def header(run: dict[str, Any]) -> str:
+    """Where and how the run was made, in words."""
+    env = run.get("environment") or {}
+    device = str(run.get("device") or "cpu")
+    if device.startswith("cuda"):
+        host = f"{env.get('device_name')} GPU ({env.get('cpu_count')} CPU cores, {env.get('memory_gb')} GB memory)"
+    else:
+        arch = str(env.get("machine") or "").replace("_", "-")
+        host = f"{env.get('cpu_count')}-core {arch} CPU host ({env.get('device_name')}, {env.get('memory_gb')} GB memory)"
+    versions = ", ".join(f"{k} {env.get(k)}" for k in ("torch", "torchvision", "timm", "transformers"))
+    finished = run.get("finished")
+    when = f"{run.get('started')} to {finished}" if finished else f"started {run.get('started')} (not finished)"
+    return (
+        f"Run: {when}, on a {host}; Python {env.get('python')}, {versions}; size `{run.get('size')}`, "
+        f"{run.get('jobs', 1)} model(s) at a time.\n\n"
+        "```bash\n" + "\n".join(public_command(c) for c in run.get("commands") or [str(run.get("command", ""))]) + "\n```"
+    )
+
+
 def markdown(run: dict[str, Any]) -> str:
-    """docs/zoo.md's table and summary for a saved run."""
+    """docs/zoo.md's section for a saved run: where and how, the table, the summary."""
+    return header(run) + "\n\n" + table(run) + "\n\n" + summary(run)
+
+
+def table(run: dict[str, Any]) -> str:
+    """One row per model (issue 12's columns)."""
     results = run.get("results", [])
     rows = [
         "| model | library | family | dynamic dims | bare | build (ratio) | golden samples (symbol min..max reached) |"
@@ -588,19 +679,27 @@ def markdown(run: dict[str, Any]) -> str:
             f"{_coverage_cell(g)} | {_g(g.get('max_abs_vs_eager'), '.1e')} | {_g(g.get('max_abs_vs_fp64'), '.1e')} | "
             f"{_step_cell(r.get('probe'), 'probe')} | {_step_cell(r.get('guard'), 'guard')} |"
         )
-    return "\n".join(rows) + "\n\n" + summary(run)
+    return "\n".join(rows)
 
 
 def summary(run: dict[str, Any]) -> str:
     results = run.get("results", [])
     parity = [r for r in results if r.get("parity")]
+    incomplete = [r["name"] for r in results if r.get("incomplete")]
     ratios = [r["build"]["ratio"] for r in results if (r.get("build") or {}).get("ratio")]
-    bare_ok = [r for r in results if (r.get("bare") or {}).get("ok")]
+    bare_run = [r for r in results if r.get("bare") is not None]
+    bare_ok = [r for r in bare_run if r["bare"].get("ok")]
+    bare = f"Bare path packaged {len(bare_ok)}/{len(bare_run)}; " if bare_run else "Bare path not run; "
     lines = [
         f"**Parity {len(parity)}/{len(results)}** (a model has parity when the bare path fails, or aoti-guard builds, probes and "
-        f"guard-loads it). Bare path packaged {len(bare_ok)}/{len(results)}; "
+        f"guard-loads it). {bare}"
         f"aoti-guard built, probed and guard-loaded {sum(1 for r in results if r.get('aoti_guard_ok'))}/{len(results)}.",
     ]
+    narrowed = [r["name"] for r in results if "build.range_narrowed" in ((r.get("build") or {}).get("codes") or [])]
+    if narrowed:
+        lines.append(
+            f"`build.range_narrowed` (AOTInductor compiled a narrower range than the export's; the contract follows it): {', '.join(narrowed)}."
+        )
     if ratios:
         lines.append(
             f"Build (with the debug twin) / bare, median over {len(ratios)} models: **{statistics.median(ratios):.2f}** "
@@ -609,7 +708,9 @@ def summary(run: dict[str, Any]) -> str:
     missing = run.get("not_run") or []
     if missing:
         lines.append(f"Not run: {', '.join(missing)}.")
-    failed = [r for r in results if not r.get("parity")]
+    if incomplete:
+        lines.append(f"Stopped by the run's deadline before every step ran: {', '.join(incomplete)}.")
+    failed = [r for r in results if r.get("parity") is False]
     for r in failed:
         for step in ("build", "probe", "guard"):
             s = r.get(step) or {}
@@ -635,17 +736,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step of one model (default 1800)")
     parser.add_argument("--jobs", type=int, default=1, help="models run concurrently (default 1)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare path (no ratio, no parity baseline)")
-    parser.add_argument("--report", metavar="JSON", help="print the markdown of a saved --json run and exit")
+    parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
+    parser.add_argument(
+        "--report",
+        metavar="JSON",
+        nargs="+",
+        help="print the markdown of saved --json runs and exit (several: one table, in order; a later run's result replaces an earlier one's)",
+    )
     parser.add_argument("--guard-child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
     if ns.guard_child:
         return _guard_child(ns.guard_child, ns.result)
     if ns.report:
-        saved = _load_json(ns.report)
-        if saved is None:
-            parser.error(f"cannot read {ns.report}")
-        print(markdown(saved))
+        runs = []
+        for path in ns.report:
+            saved = _load_json(path)
+            if saved is None:
+                parser.error(f"cannot read {path}")
+            runs.append(saved)
+        print(markdown(merge_runs(runs)))
         return 0
     from zoo import models
 
@@ -677,7 +787,15 @@ def main(argv: list[str] | None = None) -> int:
     save([])
     try:
         results = run_parity(
-            names, size=ns.size, device=ns.device, out_dir=out_dir, timeout=ns.timeout, jobs=ns.jobs, bare=not ns.no_bare, on_result=save
+            names,
+            size=ns.size,
+            device=ns.device,
+            out_dir=out_dir,
+            timeout=ns.timeout,
+            jobs=ns.jobs,
+            bare=not ns.no_bare,
+            deadline=None if ns.deadline is None else time.monotonic() + ns.deadline,
+            on_result=save,
         )
     finally:
         if not keep:
@@ -690,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(ns.markdown, "w") as f:
             f.write(markdown(run) + "\n")
     print(summary(run))
-    return 0 if all(r["parity"] for r in results) else 1
+    return 0 if all(r["parity"] for r in results) and not run["not_run"] else 1
 
 
 if __name__ == "__main__":
