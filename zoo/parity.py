@@ -704,7 +704,9 @@ def summary(run: dict[str, Any]) -> str:
             f"`build.range_narrowed` (AOTInductor compiled a narrower range than the export's; the contract follows it): {', '.join(narrowed)}."
         )
     if ratios:
-        walls = [r["build"]["ratio_wall"] for r in results if (r.get("build") or {}).get("ratio_wall")]
+        walls = [
+            r["build"]["seconds"] / r["bare"]["wall_s"] for r in results if (r.get("build") or {}).get("ratio") and r["bare"].get("wall_s")
+        ]
         twins = [
             r["build"]["phases"]["debug_twin"]["seconds"] / r["bare"]["seconds"]
             for r in results
