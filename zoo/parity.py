@@ -755,6 +755,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step of one model (default 1800)")
     parser.add_argument("--jobs", type=int, default=1, help="models run concurrently (default 1)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare path (no ratio, no parity baseline)")
+    parser.add_argument(
+        "--rest-of", metavar="JSON", help="run only the models a saved run did not finish (not started, or stopped by its deadline)"
+    )
     parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
     parser.add_argument(
         "--report",
@@ -779,6 +782,12 @@ def main(argv: list[str] | None = None) -> int:
     from zoo import models
 
     names = ns.names or models.names()
+    if ns.rest_of:
+        previous = _load_json(ns.rest_of)
+        if previous is None:
+            parser.error(f"cannot read {ns.rest_of}")
+        finished = {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
+        names = [n for n in names if n not in finished]
     for name in names:
         models.entry(name)  # an unknown name fails before any compile
     keep = ns.out is not None
