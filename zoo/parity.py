@@ -447,10 +447,14 @@ def run_model(
                 r["build"]["package"] = None
             continue
         _progress(name, step, "start")
+        started = time.monotonic()
         try:
             r[step] = fn(left)
         except Exception as exc:  # noqa: BLE001 - the runner's own failure is recorded, never raised
             r[step] = {"ok": False, "error": f"runner: {type(exc).__name__}: {exc}"[:400]}
+        if not r[step].get("ok") and left < timeout and time.monotonic() - started >= left - 1:
+            r[step]["deadline"] = True  # cut by the run's deadline, not by its own timeout: not a verdict
+            r["incomplete"] = "deadline"
         _progress(name, step, _summary(r[step]))
     b, g = r.get("bare"), r["build"]
     if b is not None and b.get("seconds") and g.get("seconds"):
