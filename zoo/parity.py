@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,13 +67,20 @@ def _env(scratch: str, size: str, device: str) -> dict[str, str]:
 def _run(cmd: Sequence[str], env: dict[str, str], timeout: float, log_path: str | None) -> tuple[int | str, float, str]:
     """Run a child; (exit code or "timeout", seconds, the output's tail). Never raises for the child's sake."""
     t0 = time.perf_counter()
+    # a session of its own: on a timeout the whole tree goes (the build's validation child, compilers)
+    proc = subprocess.Popen(
+        list(cmd), env=env, cwd=_REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        proc = subprocess.run(list(cmd), env=env, cwd=_REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout)
         rc: int | str = proc.returncode
-        out = proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
+        out = stdout + stderr
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
         rc = "timeout"
-        out = _text(exc.stdout) + _text(exc.stderr)
+        out = _text(stdout) + _text(stderr)
     seconds = round(time.perf_counter() - t0, 2)
     if log_path is not None:
         with open(log_path, "w") as f:
