@@ -209,16 +209,19 @@ class InputChecker:
         if not isinstance(value, Mapping):
             return None
         specs = self._specs.get(param, [])
-        if not specs or len(value) != len(specs):
-            return None
-        out = LeafInputs()
-        for spec in specs:
-            full = dotted(spec.name)
-            short = full[len(param) + 1 :] if full.startswith(param + ".") else full
-            for key in (spec.name, full, short):
-                if key in value:
-                    out[spec.name] = value[key]
-                    break
-            else:
+        try:
+            if not specs or len(value) != len(specs):
                 return None
+            out = LeafInputs()
+            for spec in specs:
+                full = dotted(spec.name)
+                short = full[len(param) + 1 :] if full.startswith(param + ".") else full
+                for key in (spec.name, full, short):
+                    if key in value:
+                        out[spec.name] = value[key]
+                        break
+                else:
+                    return None
+        except Exception:  # noqa: BLE001 - a hostile mapping: the structure check below says what is wrong
+            return None
         return out
