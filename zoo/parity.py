@@ -57,6 +57,7 @@ def _progress(name: str, phase: str, text: str) -> None:
 def _env(scratch: str, size: str, device: str) -> dict[str, str]:
     """The children's environment: this tree first on the path, offline, a cold Inductor cache."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("TRITON_CACHE_DIR", None)  # Triton's cache then lives under the (cold) Inductor cache
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
     env["AOTI_GUARD_ZOO_SIZE"] = size
@@ -794,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from zoo import models
 
+    os.environ.pop("TRITON_CACHE_DIR", None)  # the bare path's children inherit this: cold Triton caches too
     names = ns.names or models.names()
     if ns.rest_of:
         previous = _load_json(ns.rest_of)
