@@ -107,6 +107,7 @@ CODES: dict[str, str] = {
     "build.validation_failed": "A compiled output differs from the eager reference beyond tolerance.",
     "build.nonfinite": "An output holds NaN or Inf on a golden sample.",
     "build.fp64_reference_skipped": "No float64 reference could be computed for this model.",
+    "build.range_narrowed": "AOTInductor narrowed a dynamic dimension's range while compiling (its own input checks accept less than the export): the contract follows the compiled range.",
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",
     "build.coverage_incomplete": "The golden samples miss a free symbol's minimum or maximum: an error unless --allow-partial-coverage.",
     "build.package_failed": "Writing the package failed.",

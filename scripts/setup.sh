@@ -10,5 +10,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 echo "[setup] installing aoti-guard and its test dependencies (constraints.txt)"
-.venv/bin/python -m pip install -q -c constraints.txt -e ".[test,dev,onnx,containers,signing]"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test,dev,onnx,containers,signing,zoo]"
 .venv/bin/python -c "import torch, aoti_guard; print('[setup] torch', torch.__version__, '| aoti-guard', aoti_guard.__version__)"

@@ -3,6 +3,7 @@ when it fails."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from aoti_guard.builder.resolve import describe_exception
@@ -10,16 +11,28 @@ from aoti_guard.spec import BuildSpec
 from runtime_probe.findings import error
 from runtime_probe.recorder import StepFailed
 
-__all__ = ["eager_run", "export_hint", "export_program"]
+__all__ = ["eager_run", "export_hint", "export_program", "fresh_inputs"]
+
+
+def fresh_inputs(spec: BuildSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A deep copy of the example inputs, for one call of the model.
+
+    A model may change its inputs in place: a Hugging Face ``DynamicCache`` is extended by every
+    eager forward, so a second use of the same object sees a longer cache (and an export after
+    the eager run would trace sizes that contradict the other inputs, e.g. a mask of past + 1).
+    Every consumer of the examples (the eager run, export, the contract) gets its own copy.
+    """
+    return copy.deepcopy((tuple(spec.args), dict(spec.kwargs)))
 
 
 def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
     """The model's outputs on its example inputs. Raises StepFailed when it does not run."""
     import torch
 
+    args, kwargs = fresh_inputs(spec)
     try:
         with torch.no_grad():
-            return eager_fn(*spec.args, **dict(spec.kwargs))
+            return eager_fn(*args, **kwargs)
     except Exception as exc:
         raise StepFailed(
             [
@@ -39,8 +52,9 @@ def export_program(spec: BuildSpec, dynamic: Any) -> Any:
     """``torch.export.export`` of the spec. Raises StepFailed with the first useful lines and a hint."""
     import torch
 
+    args, kwargs = fresh_inputs(spec)
     try:
-        return torch.export.export(spec.model, tuple(spec.args), dict(spec.kwargs), dynamic_shapes=dynamic)
+        return torch.export.export(spec.model, args, kwargs, dynamic_shapes=dynamic)
     except Exception as exc:
         lines = describe_exception(exc)
         raise StepFailed(

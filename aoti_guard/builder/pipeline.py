@@ -20,7 +20,7 @@ from typing import Any
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import minify as minify_mod
-from aoti_guard.builder import targets, toolchain
+from aoti_guard.builder import native_bounds, targets, toolchain
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
@@ -308,8 +308,18 @@ def compile_step(st: BuildState) -> StepResult:
             evidence={"lines": exc.lines},
         )
         raise StepFailed([finding], "compile failed") from exc
+    narrowed = _narrow_to_native_checks(st)
     findings, detail = _check_targets(st)
-    return findings, {"files": len(files), **detail}
+    return narrowed + findings, {"files": len(files), **detail}
+
+
+def _narrow_to_native_checks(st: BuildState) -> list[Finding]:
+    """The contract's symbol ranges cut to those the compiled wrapper checks (native_bounds.py)."""
+    assert st.contract is not None and st.spec is not None
+    with zipfile.ZipFile(st.release_pt2) as zf:
+        sources = [zf.read(n).decode("utf-8", "replace") for n in zf.namelist() if n.endswith(".wrapper.cpp")]
+    st.contract, findings = native_bounds.narrow_contract(st.contract, native_bounds.native_bounds(sources), st.spec.label)
+    return findings
 
 
 def _target_configs(options: BuildOptions) -> dict[str, Any]:

@@ -10,7 +10,8 @@ argument.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,20 @@ from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.values import value_check, with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
 
-__all__ = ["Check", "InputChecker"]
+__all__ = ["Check", "InputChecker", "LeafInputs", "dotted"]
+
+_KEY = re.compile(r"\[(['\"])(.*?)\1\]|\[(\d+)\]")
+
+
+def dotted(name: str) -> str:
+    """A leaf name in dotted form: ``past_key_values['key_cache'][0]`` -> ``past_key_values.key_cache.0``
+    (the form of the output names, so a decode loop can feed outputs back in)."""
+    return _KEY.sub(lambda m: "." + (m.group(2) if m.group(2) is not None else m.group(3)), name)
+
+
+class LeafInputs(dict):  # type: ignore[type-arg]
+    """A nested argument given by its leaf names, in the manifest's order (what ``check`` returns
+    for one): the model is then run on the flat leaves, without rebuilding the library type."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,10 @@ class InputChecker:
     @property
     def param_names(self) -> list[str]:
         return [p.name for p in self._params]
+
+    @property
+    def positional_names(self) -> list[str]:
+        return list(self._positional)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self._positional):
@@ -155,13 +173,18 @@ class InputChecker:
             if self._flat.get(name, False):
                 self._checks[name](value, env)
             else:
-                self._check_nested(name, value, env)
+                values[name] = self._check_nested(name, value, env)
         env.finish()
         return tuple(values[n] for n in self._positional), {n: values[n] for n in self._keyword}
 
-    def _check_nested(self, param: str, value: Any, env: _Env) -> None:
+    def _check_nested(self, param: str, value: Any, env: _Env) -> Any:
         pytree = self._pytree
         specs = self._specs.get(param, [])
+        by_name = self._by_leaf_name(param, value)
+        if by_name is not None:
+            for name, leaf in by_name.items():
+                self._checks[name](leaf, env)
+            return by_name
         leaves = pytree.tree_flatten_with_path(value)[0]
         names = [param + pytree.keystr(path) for path, _ in leaves]
         expected = [s.name for s in specs]
@@ -175,3 +198,30 @@ class InputChecker:
             )
         for name, (_, leaf) in zip(names, leaves):
             self._checks[name](leaf, env)
+        return value
+
+    def _by_leaf_name(self, param: str, value: Any) -> LeafInputs | None:
+        """A nested argument given as a mapping from its leaf names to values, in place of a type
+        this process cannot build (a ``DynamicCache`` without transformers): the names are the
+        manifest's (``past_key_values['key_cache'][0]``), their dotted form
+        (``past_key_values.key_cache.0``, as ``NamedOutputs`` names the outputs) or the dotted form
+        without the argument's name (``key_cache.0``). None when ``value`` is not such a mapping."""
+        if not isinstance(value, Mapping):
+            return None
+        specs = self._specs.get(param, [])
+        try:
+            if not specs or len(value) != len(specs):
+                return None
+            out = LeafInputs()
+            for spec in specs:
+                full = dotted(spec.name)
+                short = full[len(param) + 1 :] if full.startswith(param + ".") else full
+                for key in (spec.name, full, short):
+                    if key in value:
+                        out[spec.name] = value[key]
+                        break
+                else:
+                    return None
+        except Exception:  # noqa: BLE001 - a hostile mapping: the structure check below says what is wrong
+            return None
+        return out

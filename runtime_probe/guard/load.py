@@ -23,7 +23,7 @@ from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageE
 from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
-from runtime_probe.guard.inputs import InputChecker
+from runtime_probe.guard.inputs import InputChecker, LeafInputs
 from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
@@ -167,6 +167,8 @@ class GuardedModel:
         self.checker = InputChecker(manifest, self.device, check_values=check_values)
         self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
         self._rebuild = _output_rebuilder(compiled, manifest)
+        self._unflatten = _output_unflattener(compiled, manifest)
+        self._leaf_order = list(dict.fromkeys(i.param for i in manifest.io.inputs))
         self.__signature__ = self.checker.signature
 
     def __repr__(self) -> str:
@@ -195,12 +197,21 @@ class GuardedModel:
             if flat is not None:
                 return direct.unflatten(direct.run(flat))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
-        if self._rebuild is not None:  # an output type torch cannot rebuild here: run flat, keep the names
+        by_name = any(isinstance(v, LeafInputs) for v in (*call_args, *call_kwargs.values()))
+        if self._rebuild is not None or by_name:
+            # a type torch cannot rebuild here, or an argument given by its leaf names: run flat
             import torch
             from torch.utils import _pytree as pytree
 
-            flat = [t for t in pytree.tree_leaves((call_args, call_kwargs)) if isinstance(t, torch.Tensor)]
-            return self._rebuild(self.compiled.loader.boxed_run(flat))
+            # the runner takes the leaves in the export's order (positional, then the keywords as
+            # the example passed them), not forward()'s: the manifest's inputs are in that order
+            values = {**dict(zip(self.checker.positional_names, call_args)), **call_kwargs}
+            leaves: list[Any] = []
+            for param in self._leaf_order:
+                v = values[param]
+                leaves += list(v.values()) if isinstance(v, LeafInputs) else pytree.tree_leaves(v)
+            outputs = self.compiled.loader.boxed_run([t for t in leaves if isinstance(t, torch.Tensor)])
+            return (self._rebuild or self._unflatten)(outputs)
         return self.compiled(*call_args, **call_kwargs)
 
     def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
@@ -345,6 +356,21 @@ def _output_rebuilder(compiled: Any, manifest: Manifest) -> Any:
     if out_spec is not None and _treespec.load(in_text) is not None:
         return None
     if out_spec is not None:
+        return lambda outputs: pytree.tree_unflatten(outputs, out_spec)
+    names = [o.name for o in manifest.io.outputs if o.tensor is not None]
+    return lambda outputs: NamedOutputs(zip(names, outputs))
+
+
+def _output_unflattener(compiled: Any, manifest: Manifest) -> Any:
+    """From the runner's flat outputs to the original type (its library importable) or
+    ``NamedOutputs``: for a call given by leaf names, which torch's own call cannot take."""
+    loader = getattr(compiled, "loader", None)
+    out_spec = None
+    if loader is not None and hasattr(loader, "get_call_spec"):
+        out_spec = _treespec.load(loader.get_call_spec()[1])
+    if out_spec is not None:
+        from torch.utils import _pytree as pytree
+
         return lambda outputs: pytree.tree_unflatten(outputs, out_spec)
     names = [o.name for o in manifest.io.outputs if o.tensor is not None]
     return lambda outputs: NamedOutputs(zip(names, outputs))

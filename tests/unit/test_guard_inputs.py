@@ -176,3 +176,93 @@ def test_contracts_the_fast_path_does_not_express_use_the_diagnosing_path() -> N
     assert checker.fast is None
     checker.check(torch.randn(4, 16))
     assert _raised(lambda: checker.check(torch.randn(4, 15))).code == "input.shape"
+
+
+# --- a nested argument given by its leaf names (a DynamicCache without transformers) -------------
+
+
+def _cache_manifest() -> Manifest:
+    """ids [batch, seq]; cache: a library type flattening to two tensors [batch, 2, past, 4]."""
+    import json
+
+    m = copy.deepcopy(minimal())
+    batch = {"expr": "batch", "min": 1, "max": 8}
+    kv = _tensor("float32", [batch, 2, {"expr": "past", "min": 1, "max": 32}, 4], ["8*past", "4*past", 4, 1])
+    m["io"]["params"] = [
+        {"name": "ids", "kind": "positional_or_keyword", "passed": "keyword"},
+        {"name": "cache", "kind": "positional_or_keyword", "passed": "keyword"},
+    ]
+    m["io"]["inputs"] = [
+        {"name": "ids", "param": "ids", "kind": "tensor", "index": 0, "tensor": _tensor("int64", [batch, 1], [1, 1])},
+        {"name": "cache['key_cache'][0]", "param": "cache", "kind": "tensor", "index": 1, "tensor": kv},
+        {"name": "cache['value_cache'][0]", "param": "cache", "kind": "tensor", "index": 2, "tensor": kv},
+    ]
+    m["io"]["symbols"] = [{"name": "batch", "min": 1, "max": 8}, {"name": "past", "min": 1, "max": 32}]
+    return parse_manifest(json.dumps(m).encode())
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ("cache['key_cache'][0]", "cache['value_cache'][0]"),  # the manifest's names
+        ("cache.key_cache.0", "cache.value_cache.0"),  # NamedOutputs' dotted form: outputs fed back
+        ("key_cache.0", "value_cache.0"),  # dotted, without the argument's name
+    ],
+)
+def test_a_nested_argument_can_be_given_by_its_leaf_names(keys: tuple[str, str]) -> None:
+    from runtime_probe.guard.inputs import LeafInputs
+
+    checker = InputChecker(_cache_manifest(), torch.device("cpu"))
+    k, v = torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    args, kwargs = checker.check(ids=torch.zeros(2, 1, dtype=torch.int64), cache={keys[1]: v, keys[0]: k})
+    assert args == ()
+    cache = kwargs["cache"]
+    assert isinstance(cache, LeafInputs)
+    assert list(cache) == ["cache['key_cache'][0]", "cache['value_cache'][0]"]  # the manifest's order
+    assert cache["cache['key_cache'][0]"] is k
+
+
+def test_leaf_names_are_checked_like_the_structure() -> None:
+    checker = InputChecker(_cache_manifest(), torch.device("cpu"))
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+    with pytest.raises(InputContractError) as exc:  # past 40 > 32
+        checker.check(ids=ids, cache={"key_cache.0": torch.randn(2, 2, 40, 4), "value_cache.0": torch.randn(2, 2, 40, 4)})
+    assert exc.value.code == "input.range"
+    with pytest.raises(InputContractError) as exc:  # a name the manifest does not have: the structure is wrong
+        checker.check(ids=ids, cache={"key_cache.0": torch.randn(2, 2, 5, 4), "keys.1": torch.randn(2, 2, 5, 4)})
+    assert exc.value.code == "input.count"
+
+
+class _FlatRunner:
+    """torch's loader, reduced to what the guarded loader's flat path calls: the specs name a
+    type no process can import, so outputs come back as NamedOutputs."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.loader = self
+
+    def get_call_spec(self) -> tuple[str, str]:
+        spec = '[1, {"type": "nowhere.Cache", "context": "null", "children_spec": []}]'
+        return spec, spec
+
+    def boxed_run(self, flat: list[Any]) -> list[Any]:
+        self.seen = list(flat)
+        return [flat[0].float().sum().reshape(1), flat[1] * 2]
+
+
+def test_the_flat_run_takes_the_leaves_in_the_exports_order_not_forwards() -> None:
+    """forward(ids, cache) exported with cache= before ids= (gpt2_cache: forward() takes
+    past_key_values before attention_mask, the example passed the mask first): the runner must get
+    the leaves in the manifest's input order. Before the fix it got forward()'s order: NaN logits."""
+    from runtime_probe.guard.load import GuardedModel, NamedOutputs
+
+    manifest = _cache_manifest()
+    reordered = copy.deepcopy(manifest.io)
+    object.__setattr__(reordered, "params", tuple(reversed(manifest.io.params)))  # forward(cache, ids)
+    object.__setattr__(manifest, "io", reordered)
+    runner = _FlatRunner()
+    model = GuardedModel(runner, manifest, "cpu", None)
+    ids, k, v = torch.zeros(2, 1, dtype=torch.int64), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    out = model(cache={"key_cache.0": k, "value_cache.0": v}, ids=ids)
+    assert runner.seen[0] is ids and runner.seen[1] is k and runner.seen[2] is v
+    assert isinstance(out, NamedOutputs)

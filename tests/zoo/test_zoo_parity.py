@@ -1,0 +1,96 @@
+"""Issue 12's CI subset: public architectures from torchvision, timm and transformers (small
+configs, random weights) built, probed and guard-loaded through zoo.parity's own code, the command
+lines a user runs (``aoti-guard build zoo/models.py:NAME``, ``aoti-guard probe``) and the guarded
+loader in a child where transformers, timm and torchvision cannot be imported.
+
+The whole zoo, with the bare path beside it, is ``python -m zoo.parity`` (docs/zoo.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from .conftest import require_zoo_libraries
+
+pytestmark = [pytest.mark.zoo, pytest.mark.integration]
+
+# the fastest small models across the three libraries and the shapes that broke aoti-guard:
+# a ModelOutput (bert), nested ModelOutputs (clip), a DynamicCache in and out with a derived mask
+# length past + 1 (gpt2_cache), image sides 32*k with a batch Inductor narrows (resnet18), 16*k (timm_vit_tiny)
+MODELS = ["bert", "gpt2_cache", "clip", "resnet18", "vit_b_16", "timm_vit_tiny", "timm_deit_tiny", "distilbert"]
+LIBRARIES = {"transformers", "timm", "torchvision"}
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    require_zoo_libraries()
+    from zoo import models, parity
+
+    assert {models.entry(n).library for n in MODELS} == LIBRARIES
+    out = tmp_path_factory.mktemp("zoo")
+    jobs = int(os.environ.get("AOTI_GUARD_ZOO_JOBS", "2"))
+    results = parity.run_parity(MODELS, size="small", device="cpu", out_dir=str(out), timeout=900, jobs=jobs, bare=False)
+    return {r["name"]: r for r in results}
+
+
+def _why(r: dict[str, Any], step: str) -> str:
+    s = r.get(step) or {}
+    return f"{r['name']} {step}: {s.get('error')} (codes {s.get('codes')})"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_builds_probes_and_guard_loads(zoo: dict[str, dict[str, Any]], name: str) -> None:
+    r = zoo[name]
+    assert r["build"]["ok"], _why(r, "build")
+    assert r["build"]["exit_code"] == 0
+    assert r["probe"]["ok"] and r["probe"]["verdict"] == "passed", _why(r, "probe")
+    assert r["probe"]["golden_runs"] == len(r["build"]["samples"])
+    assert r["guard"]["ok"], _why(r, "guard")
+    assert r["guard"]["samples"] == len(r["build"]["samples"])
+    assert r["guard"]["imported"] == []  # the loading process never imported a model library
+    # every free symbol taken to its min and max by a golden sample
+    assert r["build"]["full_coverage"], r["build"]["symbols"]
+    assert r["build"]["max_abs_vs_eager"] is not None and r["build"]["max_abs_vs_fp64"] is not None
+
+
+def test_bert_model_output_through_the_guarded_loader_without_transformers(zoo: dict[str, dict[str, Any]]) -> None:
+    g = zoo["bert"]["guard"]
+    assert g["ok"], g.get("error")
+    assert "transformers" in g["import_refused"] and g["imported"] == []
+    assert g["output_type"] == "runtime_probe.guard.load.NamedOutputs"
+    assert g["leaf_names"] == ["last_hidden_state", "pooler_output"]
+
+
+def test_nested_model_outputs_keep_their_leaf_names(zoo: dict[str, dict[str, Any]]) -> None:
+    g = zoo["clip"]["guard"]
+    assert g["ok"], g.get("error")
+    assert "text_model_output.pooler_output" in g["leaf_names"] and "vision_model_output.pooler_output" in g["leaf_names"]
+
+
+def test_dynamic_cache_in_and_out_by_leaf_names(zoo: dict[str, dict[str, Any]]) -> None:
+    r = zoo["gpt2_cache"]
+    assert r["guard"]["ok"], r["guard"].get("error")
+    assert "past_key_values.key_cache.0" in r["guard"]["leaf_names"]
+    # past is free, the mask's length past + 1 derived: past sampled at 1 and at its max
+    symbols = r["build"]["symbols"]
+    assert set(symbols) == {"batch", "past"} or len(symbols) == 2, symbols
+    for sym in symbols.values():
+        assert sym["at_min"] and sym["at_max"], symbols
+        assert sym["min"] in sym["tested"] and sym["max"] in sym["tested"]
+    assert {"min", "max"} <= set(r["build"]["samples"])
+
+
+def test_derived_image_sides_are_sampled_at_their_bounds(zoo: dict[str, dict[str, Any]]) -> None:
+    r = zoo["resnet18"]
+    symbols = r["build"]["symbols"]
+    # H, W = 32*k: the free symbols are the k's (2..8) and the batch
+    assert len(symbols) == 3, symbols
+    for name, sym in symbols.items():
+        assert sym["min"] in sym["tested"] and sym["max"] in sym["tested"], name
+    assert {s["max"] for n, s in symbols.items() if n != "batch"} == {8}
+    # Inductor narrows a CPU convolution's batch 1..16 to 1..15: never silently
+    if symbols["batch"]["max"] != 16:
+        assert "build.range_narrowed" in r["build"]["codes"]

@@ -1,0 +1,858 @@
+"""Parity: the bare path and aoti-guard, side by side, over the zoo (issue 12).
+
+For each model, each step in a child process of its own (a crash stays there):
+
+a. ``bare``: ``zoo.bare`` (``torch.export`` + ``aoti_compile_and_package`` + load + run), cold
+   Inductor cache: result and seconds (export + compile);
+b. ``build``: ``aoti-guard build zoo/models.py:NAME -o OUT/NAME.pt2 --json ...``, the command line a
+   user runs (debug twin included), in a cold Inductor cache of its own: exit code, seconds, ratio
+   build / bare, the golden samples and which symbols they took to their min and max, the max error
+   against eager and against float64, the findings' codes;
+c. ``probe``: ``aoti-guard probe OUT/NAME.pt2 --json ...``: exit code, verdict, seconds;
+d. ``guard``: ``runtime_probe.load(OUT/NAME.pt2)`` in a child where transformers, timm and
+   torchvision cannot be imported (a serving process without the model's library), run on every
+   golden sample the package stores and compared with the stored outputs within the stored
+   tolerances; the type it returned and the leaf names.
+
+parity = the bare path failed, or build, probe and guard all passed.
+
+``python -m zoo.parity [NAMES...] --json run.json --markdown docs-table.md``;
+``python -m zoo.parity --report run.json`` prints docs/zoo.md's content from a saved run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["build_step", "guard_step", "main", "markdown", "probe_step", "run_model", "run_parity"]
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The libraries a serving process need not have: the guard child refuses to import them.
+BLOCKED = ("transformers", "timm", "torchvision")
+_LOCK = threading.Lock()
+
+
+def _progress(name: str, phase: str, text: str) -> None:
+    with _LOCK:
+        print(f"[zoo.parity] {name} {phase}: {text}", file=sys.stderr, flush=True)
+
+
+def _env(scratch: str, size: str, device: str) -> dict[str, str]:
+    """The children's environment: this tree first on the path, offline, a cold Inductor cache."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("TRITON_CACHE_DIR", None)  # Triton's cache then lives under the (cold) Inductor cache
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
+    env["AOTI_GUARD_ZOO_SIZE"] = size
+    env["AOTI_GUARD_ZOO_DEVICE"] = device
+    return env
+
+
+def _run(cmd: Sequence[str], env: dict[str, str], timeout: float, log_path: str | None) -> tuple[int | str, float, str]:
+    """Run a child; (exit code or "timeout", seconds, the output's tail). Never raises for the child's sake."""
+    t0 = time.perf_counter()
+    # a session of its own: on a timeout the whole tree goes (the build's validation child, compilers)
+    proc = subprocess.Popen(
+        list(cmd), env=env, cwd=_REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        rc: int | str = proc.returncode
+        out = stdout + stderr
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        rc = "timeout"
+        out = _text(stdout) + _text(stderr)
+    seconds = round(time.perf_counter() - t0, 2)
+    if log_path is not None:
+        with open(log_path, "w") as f:
+            f.write(f"$ {shlex.join(cmd)}\n{out}")
+    return rc, seconds, out[-3000:]
+
+
+def _text(data: Any) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+
+
+def _load_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# a. the bare path
+# --------------------------------------------------------------------------------------------------
+
+
+def bare_step(name: str, size: str, device: str, timeout: float) -> dict[str, Any]:
+    from zoo import bare
+
+    r = bare.run_zoo([name], size=size, device=device, out_dir=None, timeout=timeout, echo=False)[0]
+    seconds = None
+    if r.get("export_s") is not None and r.get("compile_s") is not None:
+        seconds = round(r["export_s"] + r["compile_s"], 2)
+    return {
+        "ok": bool(r.get("ok")),
+        "seconds": seconds,
+        "phase": r.get("phase"),
+        "error": (r.get("error") or "").splitlines()[0][:300] if r.get("error") else None,
+        "export_s": r.get("export_s"),
+        "compile_s": r.get("compile_s"),
+        "wall_s": r.get("wall_s"),
+        "max_abs_err": (r.get("compare") or {}).get("max_abs_err"),
+        "symbols": r.get("symbols"),
+        "output_types": [t["type"] for t in r.get("output_types", [])],
+        "input_types": [t["type"] for t in r.get("input_types", [])],
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# b. aoti-guard build (the command line)
+# --------------------------------------------------------------------------------------------------
+
+
+def _findings(report: dict[str, Any], severities: tuple[str, ...] = ("error", "warning")) -> list[str]:
+    codes: list[str] = []
+    for phase in report.get("phases", []):
+        for f in phase.get("findings", []):
+            if f.get("severity") in severities and f.get("code") not in codes:
+                codes.append(f["code"])
+    return codes
+
+
+def _first_error(report: dict[str, Any]) -> str | None:
+    for phase in report.get("phases", []):
+        for f in phase.get("findings", []):
+            if f.get("severity") == "error":
+                return f"{f.get('code')}: {str(f.get('message'))[:300]}"
+    return None
+
+
+def _phase(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((p for p in report.get("phases", []) if p.get("name") == name), {})
+
+
+def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
+    """What the parity table needs from a build report: samples, coverage, errors."""
+    validate = _phase(report, "validate")
+    detail = validate.get("detail") or {}
+    coverage = detail.get("coverage") or {}
+    symbols = {}
+    for sym, c in coverage.items():
+        tested = c.get("tested") or []
+        symbols[sym] = {
+            "min": c.get("min"),
+            "max": c.get("max"),
+            "tested": tested,
+            "at_min": c.get("min") in tested,
+            "at_max": c.get("max") is None or c.get("max") in tested,
+        }
+    table = detail.get("table") or []
+
+    def worst(key: str) -> float | None:
+        values = [row[key] for row in table if isinstance(row.get(key), (int, float))]
+        return max(values) if values else None
+
+    return {
+        "exit_code": report.get("exit_code"),
+        "passed": bool(report.get("passed")),
+        "phases": {p["name"]: {"status": p.get("status"), "seconds": p.get("seconds")} for p in report.get("phases", [])},
+        "samples": detail.get("samples") or [],
+        "symbols": symbols,
+        "full_coverage": (bool(symbols) and all(s["at_min"] and s["at_max"] for s in symbols.values())) or not symbols,
+        "max_abs_vs_eager": worst("max_abs"),
+        "max_abs_vs_fp64": worst("max_abs_vs_fp64"),
+        "max_abs_eager_vs_fp64": worst("eager_max_abs_vs_fp64"),
+        "codes": _findings(report),
+        "error": _first_error(report),
+        "outputs": (report.get("extra", {}).get("manifest_summary") or {}).get("outputs"),
+    }
+
+
+def build_step(name: str, size: str, device: str, out_dir: str, timeout: float) -> dict[str, Any]:
+    """``aoti-guard build zoo/models.py:NAME`` as a user runs it, cold Inductor cache."""
+    pkg = os.path.join(out_dir, f"{name}.pt2")
+    report_path = os.path.join(out_dir, f"{name}.build.json")
+    for stale in (pkg, report_path):
+        if os.path.exists(stale):
+            os.remove(stale)
+    with tempfile.TemporaryDirectory(prefix=f"zoo-parity-{name}-") as scratch:
+        cmd = [sys.executable, "-m", "aoti_guard", "build", f"zoo/models.py:{name}", "-o", pkg, "--json", report_path]
+        if device != "cpu":
+            cmd += ["--device", device]
+        rc, seconds, tail = _run(cmd, _env(scratch, size, device), timeout, os.path.join(out_dir, f"{name}.build.log"))
+    out: dict[str, Any] = {"exit_code": rc, "seconds": seconds, "package": pkg if os.path.exists(pkg) else None}
+    report = _load_json(report_path)
+    if report is None:
+        out.update(ok=False, error=f"no build report (exit {rc}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"[:400])
+        return out
+    out.update(summarize_build(report))
+    out["ok"] = rc == 0 and out["package"] is not None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# c. aoti-guard probe (the command line)
+# --------------------------------------------------------------------------------------------------
+
+
+def probe_step(name: str, pkg: str, size: str, device: str, out_dir: str, timeout: float) -> dict[str, Any]:
+    report_path = os.path.join(out_dir, f"{name}.probe.json")
+    if os.path.exists(report_path):
+        os.remove(report_path)
+    with tempfile.TemporaryDirectory(prefix=f"zoo-probe-{name}-") as scratch:
+        cmd = [sys.executable, "-m", "aoti_guard", "probe", pkg, "--json", report_path]
+        rc, seconds, tail = _run(cmd, _env(scratch, size, device), timeout, os.path.join(out_dir, f"{name}.probe.log"))
+    out: dict[str, Any] = {"exit_code": rc, "seconds": seconds}
+    report = _load_json(report_path)
+    if report is None:
+        out.update(ok=False, verdict="no report", error=f"no probe report (exit {rc}): {tail.strip()[-300:]}")
+        return out
+    golden = _phase(report, "golden")
+    out.update(
+        ok=rc == 0 and bool(report.get("passed")),
+        verdict="passed" if report.get("passed") else "failed",
+        codes=_findings(report),
+        error=_first_error(report),
+        golden_runs=len((golden.get("detail") or {}).get("runs") or []),
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# d. the guarded loader, in a child without the model libraries
+# --------------------------------------------------------------------------------------------------
+
+
+class _Blocker:
+    """A meta-path finder that refuses the model libraries: the child is a serving process
+    where they are not installed."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.refused: list[str] = []
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.split(".", 1)[0] in self.names:
+            if fullname not in self.refused:
+                self.refused.append(fullname)
+            raise ModuleNotFoundError(f"No module named {fullname!r} (zoo.parity: blocked in the guard child)", name=fullname)
+        return None
+
+
+def _guard_child(pkg: str, result_path: str) -> int:
+    blocker = _Blocker(BLOCKED)
+    sys.meta_path.insert(0, blocker)
+    result: dict[str, Any] = {"ok": False}
+    try:
+        result.update(_guard_run(pkg))
+    except Exception as exc:  # noqa: BLE001 - every failure is a result
+        result.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+        result["traceback"] = traceback.format_exc(limit=-6)
+    result["imported"] = sorted({m.split(".", 1)[0] for m in sys.modules} & set(BLOCKED))
+    result["import_refused"] = blocker.refused[:10]
+    with open(result_path, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0 if result.get("ok") else 1
+
+
+def _guard_run(pkg: str) -> dict[str, Any]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from runtime_probe import layout
+    from runtime_probe.formats import safetensors as _safetensors
+    from runtime_probe.formats import symexpr as _symexpr
+    from runtime_probe.guard.load import NamedOutputs, load
+    from runtime_probe.package.archive import open_archive
+
+    t0 = time.perf_counter()
+    model = load(pkg)
+    out: dict[str, Any] = {"load_s": round(time.perf_counter() - t0, 3)}
+    m = model.manifest
+    if m.golden is None or not m.golden.samples:
+        return {**out, "ok": False, "error": "the package stores no golden samples"}
+    archive, _ = open_archive(pkg)
+    assert archive is not None
+    with archive, tempfile.TemporaryDirectory(prefix="zoo-guard-") as tmp:
+        golden_path = os.path.join(tmp, "golden.safetensors")
+        with open(golden_path, "wb") as fh:
+            for chunk in archive.iter_chunks(m.golden.entry):
+                fh.write(chunk)
+        tensors = _safetensors.load(golden_path)
+    del layout
+    runs = []
+    failures = []
+    out_type, leaf_names = None, None
+    params = [p for p in m.io.params if p.passed != "omitted"]
+    for s in m.golden.samples:
+        values: dict[str, Any] = {}
+        for spec in m.io.inputs:
+            if spec.tensor is None:
+                values[spec.name] = spec.value
+                continue
+            t = tensors[s.inputs[spec.name]]
+            stride = [st if isinstance(st, int) else int(_symexpr.compile_expr(st)(s.symbols)) for st in spec.tensor.stride]
+            if list(t.stride()) != stride and t.numel() > 0:
+                t = torch.empty_strided(tuple(t.shape), stride, dtype=t.dtype).copy_(t)
+            values[spec.name] = t.to(model.device)  # the golden file holds CPU tensors; strides are kept
+        args, kwargs = _call_structure(m, params, values)
+        t1 = time.perf_counter()
+        got = model(*args, **kwargs)
+        seconds = round(time.perf_counter() - t1, 4)
+        if isinstance(got, NamedOutputs):
+            flat = list(got.values())
+            names = list(got.keys())
+        else:
+            with_path = pytree.tree_flatten_with_path(got)[0]
+            flat = [v for _, v in with_path]
+            names = [pytree.keystr(p) for p, _ in with_path]
+        out_type = f"{type(got).__module__}.{type(got).__qualname__}"
+        leaf_names = names
+        expected = [o for o in m.io.outputs if o.tensor is not None]
+        worst = 0.0
+        if len(flat) != len(expected):
+            failures.append(f"{s.id}: {len(flat)} outputs, the manifest lists {len(expected)}")
+        for spec_o, value in zip(expected, flat):
+            ref_key = s.outputs.get(spec_o.name)
+            if ref_key is None or not isinstance(value, torch.Tensor):
+                continue
+            ref = tensors[ref_key]
+            tol = m.tolerance_for(spec_o.name)
+            atol, rtol = (tol.atol, tol.rtol) if tol is not None else (0.0, 0.0)
+            if value.shape != ref.shape:
+                failures.append(f"{s.id}: {spec_o.name} shape {tuple(value.shape)}, stored {tuple(ref.shape)}")
+                continue
+            if value.numel() == 0:
+                continue
+            v64, r64 = value.detach().cpu().double(), ref.double()
+            diff = (v64 - r64).abs()
+            worst = max(worst, float(diff.max()))
+            if not bool((diff <= atol + rtol * r64.abs()).all()):
+                failures.append(f"{s.id}: {spec_o.name} max abs error {float(diff.max()):.3g} beyond atol {atol:.3g} + rtol {rtol:.3g}")
+        runs.append({"sample": s.id, "seconds": seconds, "max_abs_err": worst})
+    out.update(
+        ok=not failures,
+        samples=len(runs),
+        runs=runs,
+        failures=failures[:10],
+        output_type=out_type,
+        leaf_names=leaf_names,
+        error=failures[0] if failures else None,
+    )
+    return out
+
+
+def _call_structure(m: Any, params: Sequence[Any], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The call a serving process makes: the original structure where this process can rebuild it,
+    else the flat names (``runtime_probe.load``'s documented fallback for a library type)."""
+    from torch.utils import _pytree as pytree
+
+    from runtime_probe.formats import treespec as _treespec
+
+    spec = _treespec.load(m.io.in_spec)
+    leaves = [values[i.name] for i in m.io.inputs]
+    if spec is not None:
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        return list(args), dict(kwargs)
+    args, kwargs = [], {}
+    for p in params:
+        mine = {i.name: values[i.name] for i in m.io.inputs if i.param == p.name}
+        value = mine[p.name] if list(mine) == [p.name] else mine
+        if p.passed == "positional":
+            args.append(value)
+        else:
+            kwargs[p.name] = value
+    return args, kwargs
+
+
+def guard_step(name: str, pkg: str, out_dir: str, timeout: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"zoo-guard-{name}-") as scratch:
+        result_path = os.path.join(scratch, "result.json")
+        env = _env(scratch, "small", "cpu")
+        cmd = [sys.executable, "-m", "zoo.parity", "--guard-child", pkg, "--result", result_path]
+        rc, seconds, tail = _run(cmd, env, timeout, os.path.join(out_dir, f"{name}.guard.log"))
+        result = _load_json(result_path) or {"ok": False, "error": f"the guard child ended ({rc}) without a result: {tail[-300:]}"}
+    result.update(exit_code=rc, seconds=seconds)
+    if result.get("imported"):
+        result["ok"] = False
+        result["error"] = f"the guard child imported {', '.join(result['imported'])}"
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# one model, the zoo
+# --------------------------------------------------------------------------------------------------
+
+
+_MIN_STEP_S = 20.0  # a step is not started with less time than this left before the deadline
+
+
+def run_model(
+    name: str,
+    *,
+    size: str = "small",
+    device: str = "cpu",
+    out_dir: str,
+    timeout: float = 1800,
+    bare: bool = True,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises.
+
+    ``deadline`` (a ``time.monotonic()`` value): each step gets at most the time left, and a step
+    with less than 20 s left is skipped (``skipped: deadline``; the model is then incomplete).
+    """
+    from zoo import models
+
+    e = models.entry(name)
+    r: dict[str, Any] = {"name": name, "library": e.library, "family": e.family, "dims": e.dims, "size": size, "device": device}
+
+    def budget() -> float:
+        return timeout if deadline is None else min(timeout, deadline - time.monotonic())
+
+    def pkg() -> str:
+        return str(r["build"]["package"])
+
+    steps: list[tuple[str, Callable[[float], dict[str, Any]]]] = []
+    if bare:
+        steps.append(("bare", lambda t: bare_step(name, size, device, t)))
+    steps.append(("build", lambda t: build_step(name, size, device, out_dir, t)))
+    steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
+    steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
+    for step, fn in steps:
+        if step in ("probe", "guard") and not r["build"].get("package"):
+            r[step] = {"ok": False, "skipped": "no package"}
+            continue
+        left = budget()
+        if left < _MIN_STEP_S:
+            r[step] = {"ok": False, "skipped": "deadline"}
+            r["incomplete"] = "deadline"
+            if step == "build":
+                r["build"]["package"] = None
+            continue
+        _progress(name, step, "start")
+        started = time.monotonic()
+        try:
+            r[step] = fn(left)
+        except Exception as exc:  # noqa: BLE001 - the runner's own failure is recorded, never raised
+            r[step] = {"ok": False, "error": f"runner: {type(exc).__name__}: {exc}"[:400]}
+        if not r[step].get("ok") and left < timeout and time.monotonic() - started >= left - 1:
+            r[step]["deadline"] = True  # cut by the run's deadline, not by its own timeout: not a verdict
+            r["incomplete"] = "deadline"
+        _progress(name, step, _summary(r[step]))
+    b, g = r.get("bare"), r["build"]
+    if b is not None and b.get("seconds") and g.get("seconds"):
+        g["ratio"] = round(g["seconds"] / b["seconds"], 2)
+        if b.get("wall_s"):  # both whole processes: imports, factory, eager run and the rest included
+            g["ratio_wall"] = round(g["seconds"] / b["wall_s"], 2)
+    ours = bool(g.get("ok") and r["probe"].get("ok") and r["guard"].get("ok"))
+    r["aoti_guard_ok"] = ours
+    r["parity"] = ours or (b is not None and not b.get("ok") and not b.get("skipped"))
+    if r.get("incomplete") and not r["parity"]:
+        r["parity"] = None  # not known: the run ran out of time
+    return r
+
+
+def _summary(step: dict[str, Any]) -> str:
+    if step.get("skipped"):
+        return f"skipped ({step['skipped']})"
+    status = "ok" if step.get("ok") else f"FAILED: {step.get('error')}"
+    secs = step.get("seconds")
+    return f"{status}" + (f" in {secs}s" if secs is not None else "")
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            return str(torch.cuda.get_device_name(0))
+        except Exception:  # noqa: BLE001
+            return "cuda (name unavailable)"
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return name
+
+
+def environment(device: str) -> dict[str, Any]:
+    from importlib import metadata
+
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "device_name": _device_name(device),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    try:
+        with open("/proc/meminfo") as f:
+            env["memory_gb"] = round(int(f.readline().split()[1]) / 1024 / 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for dist in ("torch", "torchvision", "timm", "transformers"):
+        try:
+            env[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            env[dist] = None
+    return env
+
+
+def run_parity(
+    names: Sequence[str],
+    *,
+    size: str,
+    device: str,
+    out_dir: str,
+    timeout: float,
+    jobs: int = 1,
+    bare: bool = True,
+    deadline: float | None = None,
+    on_result: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
+    not started before ``deadline`` is left out)."""
+    os.makedirs(out_dir, exist_ok=True)
+    done: dict[str, dict[str, Any]] = {}
+
+    def one(name: str) -> None:
+        if deadline is not None and deadline - time.monotonic() < _MIN_STEP_S:
+            _progress(name, "parity", "not started (deadline)")
+            return
+        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline)
+        with _LOCK:
+            done[name] = r
+            ordered = [done[n] for n in names if n in done]
+        _progress(name, "parity", {True: "yes", False: "NO", None: "unknown (deadline)"}[r["parity"]])
+        if on_result is not None:
+            on_result(ordered)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for fut in [pool.submit(one, n) for n in names]:
+            fut.result()
+    return [done[n] for n in names if n in done]
+
+
+# --------------------------------------------------------------------------------------------------
+# the tables
+# --------------------------------------------------------------------------------------------------
+
+
+def _g(v: Any, spec: str = ".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _coverage_cell(b: dict[str, Any]) -> str:
+    samples = ", ".join(b.get("samples") or []) or "-"
+    syms = []
+    for sym, c in (b.get("symbols") or {}).items():
+        lo = f"{c['min']}{'' if c['at_min'] else ' (missing)'}"
+        hi = f"{c['max']}{'' if c['at_max'] else ' (missing)'}"
+        syms.append(f"{sym} {lo}..{hi}")
+    return samples + (f" ({'; '.join(syms)})" if syms else " (static)")
+
+
+def _bare_cell(r: dict[str, Any]) -> str:
+    b = r.get("bare")
+    if b is None:
+        return "not run"
+    if b.get("ok"):
+        return f"ok {_g(b.get('seconds'))} s"
+    return f"failed at {b.get('phase')}: {(b.get('error') or '')[:120]}"
+
+
+def _build_cell(r: dict[str, Any]) -> str:
+    g = r.get("build") or {}
+    if g.get("ok"):
+        twin = ((g.get("phases") or {}).get("debug_twin") or {}).get("seconds")
+        return f"ok {_g(g.get('seconds'))} s" + (f" (twin {twin:.0f} s)" if isinstance(twin, (int, float)) else "")
+    codes = ", ".join(g.get("codes") or []) or (g.get("error") or "")[:120]
+    return f"failed ({codes}) {_g(g.get('seconds'))} s"
+
+
+def _step_cell(s: dict[str, Any] | None, what: str) -> str:
+    if s is None:
+        return "-"
+    if s.get("skipped"):
+        return "not run"
+    if what == "probe":
+        return f"{s.get('verdict')} {_g(s.get('seconds'))} s" + ("" if s.get("ok") else f" ({', '.join(s.get('codes') or [])})")
+    if s.get("ok"):
+        leaf = s.get("leaf_names") or []
+        kind = (s.get("output_type") or "").rsplit(".", 1)[-1]
+        shown = ", ".join(leaf[:3]) + (f", +{len(leaf) - 3}" if len(leaf) > 3 else "")
+        return f"ok, {s.get('samples')} samples; {kind}" + (f" [{shown}]" if kind != "Tensor" and shown else "")
+    return f"failed: {(s.get('error') or '')[:140]}"
+
+
+def public_command(command: str) -> str:
+    """The run's command with its file arguments reduced to their names (no machine paths)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    out: list[str] = []
+    for i, w in enumerate(words):
+        prev = words[i - 1] if i else ""
+        if prev == "--out":
+            out.append("OUT")
+        elif prev in ("--json", "--markdown", "--report"):
+            out.append(os.path.basename(w))
+        else:
+            out.append(w)
+    return shlex.join(out)
+
+
+def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one (the GPU run is split over calls): results in order, a later
+    run's result for a model replacing an earlier one's; every command kept."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    merged = dict(runs[0])
+    by_name: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.get("results", []):
+            by_name.pop(r["name"], None)
+            by_name[r["name"]] = r
+    names = [n for run in runs for n in run.get("names", [])]
+    merged["results"] = list(by_name.values())
+    merged["not_run"] = [n for n in dict.fromkeys(names) if n not in by_name]
+    merged["commands"] = [str(run.get("command", "")) for run in runs]
+    merged["started"] = min(str(run.get("started")) for run in runs)
+    merged["finished"] = max(str(run.get("finished") or run.get("started")) for run in runs)
+    return merged
+
+
+def header(run: dict[str, Any]) -> str:
+    """Where and how the run was made, in words."""
+    env = run.get("environment") or {}
+    device = str(run.get("device") or "cpu")
+    if device.startswith("cuda"):
+        host = f"{env.get('device_name')} GPU ({env.get('cpu_count')} CPU cores, {env.get('memory_gb')} GB memory)"
+    else:
+        arch = str(env.get("machine") or "").replace("_", "-")
+        host = f"{env.get('cpu_count')}-core {arch} CPU host ({env.get('device_name')}, {env.get('memory_gb')} GB memory)"
+    versions = ", ".join(f"{k} {env.get(k)}" for k in ("torch", "torchvision", "timm", "transformers"))
+    finished = run.get("finished")
+    when = f"{run.get('started')} to {finished}" if finished else f"started {run.get('started')} (not finished)"
+    return (
+        f"Run: {when}, on a {host}; Python {env.get('python')}, {versions}; size `{run.get('size')}`, "
+        f"{run.get('jobs', 1)} model(s) at a time.\n\n"
+        "```bash\n" + "\n".join(public_command(c) for c in run.get("commands") or [str(run.get("command", ""))]) + "\n```"
+    )
+
+
+def markdown(run: dict[str, Any]) -> str:
+    """docs/zoo.md's section for a saved run: where and how, the table, the summary."""
+    return header(run) + "\n\n" + table(run) + "\n\n" + summary(run)
+
+
+def table(run: dict[str, Any]) -> str:
+    """One row per model (issue 12's columns)."""
+    results = run.get("results", [])
+    rows = [
+        "| model | library | family | dynamic dims | bare | build (ratio) | golden samples (symbol min..max reached) |"
+        " max err vs eager | max err vs fp64 | probe | guarded loader |",
+        "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | --- | --- |",
+    ]
+    for r in results:
+        g = r.get("build") or {}
+        ratio = f" ({g['ratio']:.2f}x)" if g.get("ratio") else ""
+        rows.append(
+            f"| {r['name']} | {r.get('library')} | {r.get('family')} | {r.get('dims')} | {_bare_cell(r)} | {_build_cell(r)}{ratio} | "
+            f"{_coverage_cell(g)} | {_g(g.get('max_abs_vs_eager'), '.1e')} | {_g(g.get('max_abs_vs_fp64'), '.1e')} | "
+            f"{_step_cell(r.get('probe'), 'probe')} | {_step_cell(r.get('guard'), 'guard')} |"
+        )
+    return "\n".join(rows)
+
+
+def summary(run: dict[str, Any]) -> str:
+    results = run.get("results", [])
+    parity = [r for r in results if r.get("parity")]
+    incomplete = [r["name"] for r in results if r.get("incomplete")]
+    ratios = [r["build"]["ratio"] for r in results if (r.get("build") or {}).get("ratio")]
+    bare_run = [r for r in results if r.get("bare") is not None]
+    bare_ok = [r for r in bare_run if r["bare"].get("ok")]
+    bare = f"Bare path packaged {len(bare_ok)}/{len(bare_run)}; " if bare_run else "Bare path not run; "
+    lines = [
+        f"**Parity {len(parity)}/{len(results)}** (a model has parity when the bare path fails, or aoti-guard builds, probes and "
+        f"guard-loads it). {bare}"
+        f"aoti-guard built, probed and guard-loaded {sum(1 for r in results if r.get('aoti_guard_ok'))}/{len(results)}.",
+    ]
+    narrowed = [r["name"] for r in results if "build.range_narrowed" in ((r.get("build") or {}).get("codes") or [])]
+    if narrowed:
+        lines.append(
+            f"`build.range_narrowed` (AOTInductor compiled a narrower range than the export's; the contract follows it): {', '.join(narrowed)}."
+        )
+    if ratios:
+        walls = [
+            r["build"]["seconds"] / r["bare"]["wall_s"] for r in results if (r.get("build") or {}).get("ratio") and r["bare"].get("wall_s")
+        ]
+        twins = [
+            r["build"]["phases"]["debug_twin"]["seconds"] / r["bare"]["seconds"]
+            for r in results
+            if (r.get("build") or {}).get("ratio")
+            and isinstance(((r["build"].get("phases") or {}).get("debug_twin") or {}).get("seconds"), (int, float))
+        ]
+        lines.append(
+            f"Build (the whole command, debug twin included) / bare (export + compile), median over {len(ratios)} models: "
+            f"**{statistics.median(ratios):.2f}** (min {min(ratios):.2f}, max {max(ratios):.2f})"
+            + (f"; the twin's compile alone is {statistics.median(twins):.2f} of the bare time (median)" if twins else "")
+            + (
+                f"; against the bare child's whole process (imports, factory, load and run included): {statistics.median(walls):.2f}"
+                if walls
+                else ""
+            )
+            + "."
+        )
+    missing = run.get("not_run") or []
+    if missing:
+        lines.append(f"Not run: {', '.join(missing)}.")
+    if incomplete:
+        lines.append(f"Stopped by the run's deadline before every step ran: {', '.join(incomplete)}.")
+    failed = [r for r in results if r.get("parity") is False]
+    for r in failed:
+        for step in ("build", "probe", "guard"):
+            s = r.get(step) or {}
+            if not s.get("ok") and not s.get("skipped"):
+                lines.append(f"- {r['name']}: {step} failed: {s.get('error')}")
+                break
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zoo.parity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="zoo models (default: all)")
+    parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--json", help="write every result and the environment here (rewritten after each model)")
+    parser.add_argument("--markdown", metavar="FILE", help="write the parity table and summary here at the end")
+    parser.add_argument("--out", help="keep packages and reports in this folder (default: a temporary one, removed)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per step of one model (default 1800)")
+    parser.add_argument("--jobs", type=int, default=1, help="models run concurrently (default 1)")
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare path (no ratio, no parity baseline)")
+    parser.add_argument(
+        "--rest-of", metavar="JSON", help="run only the models a saved run did not finish (not started, or stopped by its deadline)"
+    )
+    parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
+    parser.add_argument(
+        "--report",
+        metavar="JSON",
+        nargs="+",
+        help="print the markdown of saved --json runs and exit (several: one table, in order; a later run's result replaces an earlier one's)",
+    )
+    parser.add_argument("--guard-child", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+    if ns.guard_child:
+        return _guard_child(ns.guard_child, ns.result)
+    if ns.report:
+        runs = []
+        for path in ns.report:
+            saved = _load_json(path)
+            if saved is None:
+                parser.error(f"cannot read {path}")
+            runs.append(saved)
+        print(markdown(merge_runs(runs)))
+        return 0
+    from zoo import models
+
+    os.environ.pop("TRITON_CACHE_DIR", None)  # the bare path's children inherit this: cold Triton caches too
+    names = ns.names or models.names()
+    if ns.rest_of:
+        previous = _load_json(ns.rest_of)
+        if previous is None:
+            parser.error(f"cannot read {ns.rest_of}")
+        finished = {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
+        names = [n for n in names if n not in finished]
+    for name in names:
+        models.entry(name)  # an unknown name fails before any compile
+    keep = ns.out is not None
+    out_dir = os.path.abspath(ns.out) if keep else tempfile.mkdtemp(prefix="zoo-parity-")
+    run: dict[str, Any] = {
+        "command": "python -m zoo.parity " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "size": ns.size,
+        "device": ns.device,
+        "jobs": ns.jobs,
+        "environment": environment(ns.device),
+        "names": list(names),
+        "results": [],
+    }
+
+    def save(results: list[dict[str, Any]]) -> None:
+        run["results"] = results
+        run["not_run"] = [n for n in names if n not in {r["name"] for r in results}]
+        if ns.json:
+            tmp = ns.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(run, f, indent=1)
+            os.replace(tmp, ns.json)
+
+    save([])
+    try:
+        results = run_parity(
+            names,
+            size=ns.size,
+            device=ns.device,
+            out_dir=out_dir,
+            timeout=ns.timeout,
+            jobs=ns.jobs,
+            bare=not ns.no_bare,
+            deadline=None if ns.deadline is None else time.monotonic() + ns.deadline,
+            on_result=save,
+        )
+    finally:
+        if not keep:
+            import shutil
+
+            shutil.rmtree(out_dir, ignore_errors=True)
+    run["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    save(results)
+    if ns.markdown:
+        with open(ns.markdown, "w") as f:
+            f.write(markdown(run) + "\n")
+    print(summary(run))
+    return 0 if all(r["parity"] for r in results) and not run["not_run"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
