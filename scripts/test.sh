@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-echo "[test] ruff";  ruff check aoti_guard runtime_probe tests bench scripts
-echo "[test] ruff format"; ruff format --check aoti_guard runtime_probe tests bench scripts
+echo "[test] ruff";  ruff check aoti_guard runtime_probe tests bench scripts zoo
+echo "[test] ruff format"; ruff format --check aoti_guard runtime_probe tests bench scripts zoo
 echo "[test] mypy";  mypy
 echo "[test] pytest"
 python -m pytest "$@"
