@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The zoo at full size on the lent GPU machine (issue 12; docs/zoo.md, "GPU (full size)").
+# Run from the repo root, one call of at most ~9 minutes each:
+#   OUT=/somewhere bash scripts/gpu_zoo.sh                          # the first call
+#   OUT=/somewhere REST_OF=docs/zoo-runs/gpu-full-1.json bash scripts/gpu_zoo.sh   # each later call
+# Each call writes $OUT/gpu-full.json (every model it finished or cut, and the environment) and
+# $OUT/gpu-full.md; commit the JSON under docs/zoo-runs/ (gpu-full-1.json, -2...) so that the next
+# call, on a fresh machine, can skip what is done (--rest-of), and regenerate the page with
+# `python -m zoo.parity --report docs/zoo-runs/gpu-full-*.json`.
+# JOBS models run at once (default 8 on 16 cores): the per-model times are then rough.
+set -u
+OUT=${OUT:-$PWD/gpu-zoo-out}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# the C++ runtime the lent machines need to load any AOTI package (AOTI-FACTS.md)
+export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+{ date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
+  $PY -c "import torchvision, timm, transformers; print('torchvision', torchvision.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__)"; } > "$OUT/facts.txt" 2>&1
+cat "$OUT/facts.txt"
+REST=(); [ -n "${REST_OF:-}" ] && REST=(--rest-of "$REST_OF")
+# no --out: full-size packages are GBs and would not come back; the JSON holds every result
+timeout 560 $PY -m zoo.parity --size full --device cuda --jobs "${JOBS:-8}" --timeout 480 --deadline 510 \
+  "${REST[@]}" --json "$OUT/gpu-full.json" --markdown "$OUT/gpu-full.md" 2> "$OUT/progress.log"
+echo "zoo.parity rc=$?"
+tail -5 "$OUT/progress.log"
+cat "$OUT/gpu-full.md" 2>/dev/null | tail -8
