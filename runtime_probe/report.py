@@ -198,6 +198,7 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
     for p in report.phases:
         lines.append(f"{indent}  {clean(p.name):<10} {p.status:<8} {p.seconds:7.2f}s")
         lines.extend(f"{indent}    {line}" for line in _latency_lines(p))
+        lines.extend(f"{indent}    {line}" for line in _coverage_lines(p))
         for f in p.findings:
             # In a failed phase an informational finding explains the failure (the remedy the
             # ladder verified, the kernels that ran), so it is shown; elsewhere only with -v.
@@ -207,6 +208,23 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
                 lines.append(f"{indent}    {sub}")
     for s in report.sections:
         _render_into(s, lines, verbose=verbose, indent=indent + "  ")
+
+
+def _coverage_lines(p: PhaseResult) -> list[str]:
+    """The build's golden coverage, one line: each symbol's range and the sizes a sample tested,
+    a bound no sample reached marked (the build fails on it unless --allow-partial-coverage)."""
+    coverage = p.detail.get("coverage")
+    if not isinstance(coverage, Mapping) or not coverage:
+        return []
+    parts = []
+    for name, c in coverage.items():
+        if not isinstance(c, Mapping):
+            continue
+        lo, hi, tested = c.get("min"), c.get("max"), c.get("tested") or []
+        missing = [label for label, bound in (("min", lo), ("max", hi)) if bound not in tested]
+        mark = f" MISSING {' and '.join(missing)}" if missing else ""
+        parts.append(f"{clean(name)} {clean(lo)}..{clean(hi)} tested {', '.join(clean(t) for t in tested) or 'none'}{mark}")
+    return [f"coverage: {'; '.join(parts)}"] if parts else []
 
 
 def _latency_lines(p: PhaseResult) -> list[str]:

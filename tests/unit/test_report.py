@@ -105,3 +105,12 @@ def test_strict_makes_warnings_fail() -> None:
     assert Report.from_dict(strict.to_dict()).exit_code == 1
     ok = Report(kind="probe", package={}, phases=(make_phase("archive", 0.1, [info("manifest.missing", "archive", "x")]),), strict=True)
     assert ok.exit_code == 0  # info findings never fail
+
+
+def test_build_summary_shows_the_golden_coverage_and_marks_a_missing_bound() -> None:
+    # issue 12: the build summary shows which sizes the golden samples reached
+    coverage = {"batch": {"min": 1, "max": 16, "tested": [1, 2, 16]}, "seq": {"min": 1, "max": 128, "tested": [1, 8]}}
+    report = Report(kind="build", package={}, phases=(make_phase("validate", 1.0, [], {"coverage": coverage}),))
+    line = next(ln.strip() for ln in render_text(report).splitlines() if "coverage:" in ln)
+    assert line == "coverage: batch 1..16 tested 1, 2, 16; seq 1..128 tested 1, 8 MISSING max"
+    assert "coverage:" not in render_text(_report())  # a probe report has none
