@@ -14,43 +14,19 @@ failing on the boundary sample or recording a range the package does not accept.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Iterable
 from typing import Any
 
 from runtime_probe.findings import Finding, warning
 from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.formats.wrapper_cpp import SizeCheck
 from runtime_probe.package.manifest import Dim, IOContract, Symbol
 
-__all__ = ["NativeBound", "narrow_contract", "native_bounds"]
+__all__ = ["narrow_contract"]  # the bounds themselves: runtime_probe.formats.wrapper_cpp.size_checks
 
-# cpp_wrapper_cpu.py's generated checks (torch 2.11 .. 2.13):
-#   ss << "input_handles[0]: dim value is too large at 0, "
-#      << "expected to be <= 15, " << "but got: "
-_CHECK = re.compile(r'input_handles\[(\d+)\]: dim value is too (large|small) at (\d+), "\s*<<\s*"expected (?:it )?to be (<=|>=) (-?\d+)')
 _SEARCH_LIMIT = 1_000_000
 
 
-@dataclasses.dataclass(frozen=True)
-class NativeBound:
-    input_index: int  # AOTI's input_handles[i]: the i-th tensor input
-    dim: int
-    kind: str  # "max" | "min"
-    value: int
-
-
-def native_bounds(wrapper_sources: Iterable[str]) -> list[NativeBound]:
-    """Every size bound the generated wrappers check."""
-    out: list[NativeBound] = []
-    for text in wrapper_sources:
-        for m in _CHECK.finditer(text):
-            bound = NativeBound(int(m.group(1)), int(m.group(3)), "max" if m.group(2) == "large" else "min", int(m.group(5)))
-            if bound not in out:
-                out.append(bound)
-    return out
-
-
-def _narrowed(sym: Symbol, expr: str, bound: NativeBound) -> int | None:
+def _narrowed(sym: Symbol, expr: str, bound: SizeCheck) -> int | None:
     """The symbol's new max (or min) so that ``expr`` stays within ``bound``; None if unchanged."""
     fn = _symexpr.compile_expr(expr)
     hi = sym.max if sym.max is not None else sym.min + _SEARCH_LIMIT
@@ -73,7 +49,7 @@ def _narrowed(sym: Symbol, expr: str, bound: NativeBound) -> int | None:
     return v
 
 
-def narrow_contract(contract: IOContract, bounds: list[NativeBound], label: str = "the model") -> tuple[IOContract, list[Finding]]:
+def narrow_contract(contract: IOContract, bounds: list[SizeCheck], label: str = "the model") -> tuple[IOContract, list[Finding]]:
     """The contract with each symbol's range cut to what the compiled checks accept, and a
     ``build.range_narrowed`` warning for each symbol cut."""
     tensors = contract.tensor_inputs()

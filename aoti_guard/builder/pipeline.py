@@ -36,6 +36,7 @@ from runtime_probe._version import __version__
 from runtime_probe.child.worker import Worker
 from runtime_probe.errors import GuardError, ToolError, UsageError
 from runtime_probe.findings import Finding, error, has_errors, warning
+from runtime_probe.formats import wrapper_cpp
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
@@ -318,7 +319,7 @@ def _narrow_to_native_checks(st: BuildState) -> list[Finding]:
     assert st.contract is not None and st.spec is not None
     with zipfile.ZipFile(st.release_pt2) as zf:
         sources = [zf.read(n).decode("utf-8", "replace") for n in zf.namelist() if n.endswith(".wrapper.cpp")]
-    st.contract, findings = native_bounds.narrow_contract(st.contract, native_bounds.native_bounds(sources), st.spec.label)
+    st.contract, findings = native_bounds.narrow_contract(st.contract, wrapper_cpp.size_checks(sources), st.spec.label)
     return findings
 
 

@@ -9,9 +9,10 @@ between torch releases: every reader here tolerates absence and returns what it 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["WrapperConstant", "WrapperFacts", "parse_wrapper_cpp"]
+__all__ = ["SizeCheck", "WrapperConstant", "WrapperFacts", "parse_wrapper_cpp", "size_checks"]
 
 _CONST = re.compile(r"constants_info_\[(\d+)\]\.(\w+)\s*=\s*(.*?);\s*$", re.M)
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)")
@@ -19,6 +20,22 @@ _INT_LIST = re.compile(r"\{([^}]*)\}")
 _QUOTED = re.compile(r'^"(.*)"$')
 # AOTInductorModelBase(num_inputs, num_outputs, num_constants, device_str, cubin_dir, include_weights)
 _BASE = re.compile(r"AOTInductorModelBase\(\s*(\d+),\s*(\d+),\s*(\d+),[^;{]*?,\s*(true|false)\s*\)")
+# cpp_wrapper_cpu.py's generated input checks (torch 2.11 .. 2.13):
+#   ss << "input_handles[0]: dim value is too large at 0, "
+#      << "expected to be <= 15, " << "but got: "
+_SIZE_CHECK = re.compile(
+    r'input_handles\[(\d+)\]: dim value is too (large|small) at (\d+), "\s*<<\s*"expected (?:it )?to be (<=|>=) (-?\d+)'
+)
+
+
+@dataclass(frozen=True)
+class SizeCheck:
+    """One size bound the wrapper's own input checks enforce (``AOTI_RUNTIME_CHECK_INPUTS=1``)."""
+
+    input_index: int  # AOTI's input_handles[i]: the i-th tensor input
+    dim: int
+    kind: str  # "max" | "min"
+    value: int
 
 
 @dataclass
@@ -94,3 +111,15 @@ def _compile_command(text: str) -> str | None:
     tail = text[-20000:]
     m = re.search(r"//\s*Compile cmd\s*\n//\s*(.+)", tail)
     return m.group(1).strip() if m else None
+
+
+def size_checks(texts: Iterable[str]) -> list[SizeCheck]:
+    """Every size bound the generated wrappers check, once each, in the order found. Kept out of
+    ``parse_wrapper_cpp``: only the build needs it, and the probe should not scan for it."""
+    out: list[SizeCheck] = []
+    for text in texts:
+        for m in _SIZE_CHECK.finditer(text):
+            bound = SizeCheck(int(m.group(1)), int(m.group(3)), "max" if m.group(2) == "large" else "min", int(m.group(5)))
+            if bound not in out:
+                out.append(bound)
+    return out

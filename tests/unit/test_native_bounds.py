@@ -9,7 +9,9 @@ too large at 0, expected to be <= 15``).
 
 from __future__ import annotations
 
-from aoti_guard.builder.native_bounds import NativeBound, narrow_contract, native_bounds
+from aoti_guard.builder.native_bounds import narrow_contract
+from runtime_probe.formats.wrapper_cpp import SizeCheck as NativeBound
+from runtime_probe.formats.wrapper_cpp import size_checks as native_bounds
 from runtime_probe.package.manifest import Dim, InputSpec, IOContract, OutputSpec, Symbol, TensorSpec
 
 # what cpp_wrapper_cpu.py generates (torch 2.13), trimmed
