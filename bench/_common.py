@@ -360,6 +360,16 @@ def child_env(tree: str | os.PathLike[str] = ROOT) -> dict[str, str]:
     return {"PYTHONPATH": os.fspath(tree) + (os.pathsep + path if path else "")}
 
 
+def add_package_arg(parser: Any) -> None:
+    """``--package PKG``: the package a benchmark measures (default: the example, built first)."""
+    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package (default: build the example first)")
+
+
+def package_or_example(package: str | None, out_dir: str) -> str:
+    """The ``--package`` given (absolute), or the bundled example built into ``out_dir``."""
+    return os.path.abspath(package) if package else build_example(out_dir)
+
+
 def build_example(out_dir: str, *extra: str) -> str:
     """``aoti-guard build`` of the bundled example into ``out_dir`` (not timed); returns the path."""
     out = os.path.join(out_dir, "example.pt2")

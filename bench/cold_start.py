@@ -33,14 +33,15 @@ from typing import Any
 from bench._common import (
     ROOT,
     Sample,
+    add_package_arg,
     base_parser,
-    build_example,
     child_env,
     interleave,
     load_snapshot,
     log,
     machine,
     md_table,
+    package_or_example,
     publish,
     rounds_of,
     run_timed,
@@ -108,7 +109,7 @@ def render(data: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("Cold start of torch's loader, the direct loader and runtime_probe.load, fresh processes.", 5, 2)
-    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package (default: build the example first)")
+    add_package_arg(parser)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument(
         "--warm-cache", action="store_true", help="share one TORCHINDUCTOR_CACHE_DIR across runs (default: a fresh one each)"
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = rounds_of(args)
     tmp = tempfile.mkdtemp(prefix="bench-cold-")
     try:
-        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        pkg = package_or_example(args.package, tmp)
         arms = [(name, _arm(mode, env, pkg, args.device, tmp, args.warm_cache)) for name, mode, env in ARMS if mode in wanted]
         start = wait_for_quiet(args.max_load, args.max_wait, max_busy=args.max_busy)
         results = interleave(arms, rounds, warmup=args.warmup, label="s")

@@ -15,7 +15,6 @@ serialised inside AOTI for both arms.
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import sys
@@ -27,14 +26,15 @@ from typing import Any
 
 from bench._common import (
     Sample,
+    add_package_arg,
     base_parser,
-    build_example,
     interleave,
     load_snapshot,
     log,
     machine,
     md_table,
     measure,
+    package_or_example,
     publish,
     rounds_of,
     wait_for_quiet,
@@ -108,7 +108,7 @@ def render(data: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("Throughput of the guarded vs the bare model from several threads.", 5, 2)
-    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package (default: build the example first)")
+    add_package_arg(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the package's)")
     parser.add_argument("--threads", default="1,4,16", help="comma-separated thread counts (default 1,4,16)")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per arm and round (default 2)")
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = rounds_of(args)
     tmp = tempfile.mkdtemp(prefix="bench-conc-")
     try:
-        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        pkg = package_or_example(args.package, tmp)
         import torch
 
         import runtime_probe

@@ -32,16 +32,17 @@ from typing import Any
 
 from bench._common import (
     Sample,
+    add_package_arg,
     arm_record,
     arm_table,
     base_parser,
-    build_example,
     interleave,
     load_snapshot,
     log,
     machine,
     md_table,
     measure,
+    package_or_example,
     publish,
     ratio_record,
     rounds_of,
@@ -191,7 +192,7 @@ def _diff_record(num: Sequence[Sample], den: Sequence[Sample]) -> dict[str, Any]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("The guarded call vs the bare AOTI call, in-process, per call.", 40, 8)
-    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package to use (default: build the example first)")
+    add_package_arg(parser)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the device the package was built for)")
     parser.add_argument("--calls", type=int, default=None, help="calls per timed block (default: what takes --block-s)")
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = rounds_of(args)
     tmp = tempfile.mkdtemp(prefix="bench-guard-")
     try:
-        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        pkg = package_or_example(args.package, tmp)
         import torch
 
         import runtime_probe

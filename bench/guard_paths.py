@@ -34,14 +34,15 @@ from typing import Any
 from bench._common import (
     Sample,
     _busy_seconds,
+    add_package_arg,
     arm_record,
     base_parser,
-    build_example,
     interleave,
     load_snapshot,
     log,
     machine,
     md_table,
+    package_or_example,
     publish,
     rounds_of,
     wait_for_quiet,
@@ -147,14 +148,14 @@ def render(data: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("The input-check options of the guarded call, side by side (CPU clock).", 30, 6)
-    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package (default: build the example first)")
+    add_package_arg(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the package's)")
     parser.add_argument("--block-s", type=float, default=0.05, help="CPU seconds per timed block (default 0.05)")
     args = parser.parse_args(argv)
     rounds = rounds_of(args)
     tmp = tempfile.mkdtemp(prefix="bench-paths-")
     try:
-        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        pkg = package_or_example(args.package, tmp)
         import torch
 
         import runtime_probe

@@ -26,17 +26,18 @@ from typing import Any
 from bench._common import (
     ROOT,
     Sample,
+    add_package_arg,
     arm_record,
     arm_table,
     bare_steps,
     base_parser,
-    build_example,
     child_env,
     interleave,
     load_snapshot,
     log,
     machine,
     md_table,
+    package_or_example,
     publish,
     ratio_record,
     ratio_table,
@@ -108,12 +109,12 @@ def render(data: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = base_parser("python -m runtime_probe --fast vs a bare load + one call.", 7, 2)
-    parser.add_argument("--package", metavar="PKG", help="an aoti-guard package to use (default: build the example first)")
+    add_package_arg(parser)
     args = parser.parse_args(argv)
     rounds = rounds_of(args)
     tmp = tempfile.mkdtemp(prefix="bench-probe-")
     try:
-        pkg = os.path.abspath(args.package) if args.package else build_example(tmp)
+        pkg = package_or_example(args.package, tmp)
         start = wait_for_quiet(args.max_load, args.max_wait, max_busy=args.max_busy)
         log(f"start: {start['uptime']}")
         arms = [(name, _runner(cmd)) for name, cmd in commands(pkg).items()]
