@@ -94,9 +94,8 @@ def noweights_pkg(pkg_dir: Path) -> Built:
     return built
 
 
-@pytest.fixture(scope="session")
-def plain_pkg(pkg_dir: Path) -> Path:
-    """A package made by torch alone (no manifest)."""
+def _plain_static_package(path: Path, inductor_configs: dict[str, object] | None = None) -> Path:
+    """The static test model exported and packaged by torch alone (no aoti-guard, no manifest)."""
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -106,26 +105,20 @@ def plain_pkg(pkg_dir: Path) -> Path:
         sys.path.pop(0)
     model, args = models.static()
     ep = torch.export.export(model, args)
-    path = pkg_dir / "plain.pt2"
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=inductor_configs)
     return path
+
+
+@pytest.fixture(scope="session")
+def plain_pkg(pkg_dir: Path) -> Path:
+    """A package made by torch alone (no manifest)."""
+    return _plain_static_package(pkg_dir / "plain.pt2")
 
 
 @pytest.fixture(scope="session")
 def plain_noweights_pkg(pkg_dir: Path) -> Path:
     """A package made by torch alone without its weights (package_constants_in_so=False), no manifest."""
-    import torch
-
-    sys.path.insert(0, str(HERE))
-    try:
-        import models
-    finally:
-        sys.path.pop(0)
-    model, args = models.static()
-    ep = torch.export.export(model, args)
-    path = pkg_dir / "plain-noweights.pt2"
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"aot_inductor.package_constants_in_so": False})
-    return path
+    return _plain_static_package(pkg_dir / "plain-noweights.pt2", {"aot_inductor.package_constants_in_so": False})
 
 
 @pytest.fixture(scope="session")
