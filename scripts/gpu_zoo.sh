@@ -20,7 +20,7 @@ export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk
 cat "$OUT/facts.txt"
 REST=(); [ -n "${REST_OF:-}" ] && REST=(--rest-of "$REST_OF")
 # no --out: full-size packages are GBs and would not come back; the JSON holds every result
-timeout 560 $PY -m zoo.parity --size full --device cuda --jobs "${JOBS:-8}" --timeout 480 --deadline 510 \
+timeout $(( ${DEADLINE:-510} + 50 )) $PY -m zoo.parity --size full --device cuda --jobs "${JOBS:-8}" --bare-loader direct --timeout 480 --deadline "${DEADLINE:-510}" \
   "${REST[@]}" --json "$OUT/gpu-full.json" --markdown "$OUT/gpu-full.md" 2> "$OUT/progress.log"
 echo "zoo.parity rc=$?"
 tail -5 "$OUT/progress.log"

@@ -27,6 +27,7 @@ from typing import Any
 __all__ = ["bare_build", "main", "pytree_types", "run_zoo"]
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOADER_ENV = "AOTI_GUARD_ZOO_BARE_LOADER"  # how the bare child loads its package (bare_build's loader)
 
 
 def _qualname(t: type) -> str:
@@ -106,8 +107,14 @@ def _same_inputs(before: Any, after: Any) -> bool:
     return True
 
 
-def bare_build(spec: Any, out_path: str, *, strict: bool = False) -> dict[str, Any]:
+def bare_build(spec: Any, out_path: str, *, strict: bool = False, loader: str | None = None) -> dict[str, Any]:
     """Export ``spec`` (an ``aoti_guard.BuildSpec``), package it at ``out_path``, load, run, compare.
+
+    ``loader``: ``"torch"`` (``aoti_load_package``, the default) or ``"direct"`` (torch's C++
+    ``AOTIModelPackageLoader`` wrapped in ``AOTICompiledModel``, which is what ``aoti_load_package``
+    returns, without its start-up work: on the lent GPU image that took 87-105 s per load against
+    8 s, docs/gpu-validation.md). Default: ``$AOTI_GUARD_ZOO_BARE_LOADER`` or ``"torch"``. The
+    load is not part of the bare time either way.
 
     Every call of the model gets a deep copy of the example inputs: a Hugging Face ``DynamicCache``
     is extended in place by an eager forward.
@@ -152,7 +159,8 @@ def bare_build(spec: Any, out_path: str, *, strict: bool = False) -> dict[str, A
 
         phase = "load"
         t0 = time.perf_counter()
-        compiled = torch._inductor.aoti_load_package(path)
+        compiled = _load(path, loader or os.environ.get(LOADER_ENV) or "torch")
+        result["loader"] = loader or os.environ.get(LOADER_ENV) or "torch"
         result["load_s"] = round(time.perf_counter() - t0, 3)
 
         phase = "run"
@@ -174,6 +182,18 @@ def bare_build(spec: Any, out_path: str, *, strict: bool = False) -> dict[str, A
         return result
     result["ok"] = True
     return result
+
+
+def _load(path: str, loader: str) -> Any:
+    import torch
+
+    if loader == "torch":
+        return torch._inductor.aoti_load_package(path)
+    if loader != "direct":
+        raise ValueError(f"unknown bare loader {loader!r} (torch or direct)")
+    from torch.export.pt2_archive._package import AOTICompiledModel
+
+    return AOTICompiledModel(torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, -1))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ def bare_step(name: str, size: str, device: str, timeout: float) -> dict[str, An
         "export_s": r.get("export_s"),
         "compile_s": r.get("compile_s"),
         "wall_s": r.get("wall_s"),
+        "load_s": r.get("load_s"),
+        "loader": r.get("loader"),
         "max_abs_err": (r.get("compare") or {}).get("max_abs_err"),
         "symbols": r.get("symbols"),
         "output_types": [t["type"] for t in r.get("output_types", [])],
@@ -670,7 +672,13 @@ def header(run: dict[str, Any]) -> str:
     when = f"{run.get('started')} to {finished}" if finished else f"started {run.get('started')} (not finished)"
     return (
         f"Run: {when}, on a {host}; Python {env.get('python')}, {versions}; size `{run.get('size')}`, "
-        f"{run.get('jobs', 1)} model(s) at a time.\n\n"
+        f"{run.get('jobs', 1)} model(s) at a time"
+        + (
+            ", the bare path loading with torch's C++ loader directly (`--bare-loader direct`)"
+            if run.get("bare_loader") == "direct"
+            else ""
+        )
+        + ".\n\n"
         "```bash\n" + "\n".join(public_command(c) for c in run.get("commands") or [str(run.get("command", ""))]) + "\n```"
     )
 
@@ -770,6 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="models run concurrently (default 1)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare path (no ratio, no parity baseline)")
     parser.add_argument(
+        "--bare-loader",
+        choices=("torch", "direct"),
+        default="torch",
+        help="how the bare path loads its package to compare with eager (not timed): torch's aoti_load_package (default) "
+        "or the C++ AOTIModelPackageLoader it wraps (the lent GPU image spends 87-105 s in aoti_load_package)",
+    )
+    parser.add_argument(
         "--rest-of", metavar="JSON", help="run only the models a saved run did not finish (not started, or stopped by its deadline)"
     )
     parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
@@ -796,6 +811,9 @@ def main(argv: list[str] | None = None) -> int:
     from zoo import models
 
     os.environ.pop("TRITON_CACHE_DIR", None)  # the bare path's children inherit this: cold Triton caches too
+    from zoo.bare import LOADER_ENV
+
+    os.environ[LOADER_ENV] = ns.bare_loader
     names = ns.names or models.names()
     if ns.rest_of:
         previous = _load_json(ns.rest_of)
@@ -813,6 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         "size": ns.size,
         "device": ns.device,
         "jobs": ns.jobs,
+        "bare_loader": ns.bare_loader,
         "environment": environment(ns.device),
         "names": list(names),
         "results": [],

@@ -1,0 +1,56 @@
+"""zoo.bare's two loaders: torch's ``aoti_load_package`` and the C++ loader it wraps (``--bare-loader
+direct``, for the lent GPU image where the former spends 87-105 s per load). Both must give the
+same callable: the bare path's comparison with eager must not depend on which one ran."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from aoti_guard.spec import BuildSpec
+from zoo import bare
+
+pytestmark = [pytest.mark.integration]
+
+
+class _TwoOutputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> dict[str, torch.Tensor]:
+        y = self.lin(x)
+        return {"y": y, "scaled": y * scale}
+
+
+def test_direct_and_torch_loaders_run_the_bare_package_alike(tmp_path: os.PathLike[str]) -> None:
+    torch.manual_seed(0)
+    spec = BuildSpec(_TwoOutputs().eval(), (torch.randn(3, 8),), {"scale": torch.randn(3, 4)}, None, "two_outputs")
+    result = bare.bare_build(spec, os.path.join(tmp_path, "two.pt2"), loader="direct")
+    assert result["ok"], result.get("error")
+    assert result["loader"] == "direct"
+    assert result["compare"]["same_structure"] and result["compare"]["max_abs_err"] < 1e-5
+
+    path = os.path.join(tmp_path, "two.pt2")
+    x, scale = torch.randn(3, 8), torch.randn(3, 4)
+    direct = bare._load(path, "direct")(x, scale=scale)
+    through_torch = bare._load(path, "torch")(x, scale=scale)
+    assert set(direct) == set(through_torch) == {"y", "scaled"}
+    for key in direct:
+        assert torch.equal(direct[key], through_torch[key])
+    with pytest.raises(ValueError, match="unknown bare loader"):
+        bare._load(path, "fast")
+
+
+def test_the_loader_comes_from_the_environment_the_runner_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(bare, "_load", lambda path, loader: calls.append(loader) or (lambda *a, **k: None))
+    monkeypatch.setenv(bare.LOADER_ENV, "direct")
+    spec = BuildSpec(torch.nn.Identity(), (torch.randn(2),), {}, None, "identity")
+    # the compile is not needed to see which loader is asked for: stop there
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", lambda ep, package_path: package_path)
+    monkeypatch.setattr(bare.os.path, "getsize", lambda p: 0)
+    result = bare.bare_build(spec, "unused.pt2")
+    assert calls == ["direct"] and result["loader"] == "direct"
