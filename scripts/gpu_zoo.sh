@@ -2,7 +2,7 @@
 # The zoo at full size on the lent GPU machine (issue 12; docs/zoo.md, "GPU (full size)").
 # Run from the repo root, one call of at most ~9 minutes each:
 #   OUT=/somewhere bash scripts/gpu_zoo.sh                          # the first call
-#   OUT=/somewhere REST_OF=docs/zoo-runs/gpu-full-1.json bash scripts/gpu_zoo.sh   # each later call
+#   OUT=/somewhere REST_OF=docs/zoo-runs/gpu-full-1.json bash scripts/gpu_zoo.sh [NAMES]   # each later call (NAMES: run these first)
 # Each call writes $OUT/gpu-full.json (every model it finished or cut, and the environment) and
 # $OUT/gpu-full.md; commit the JSON under docs/zoo-runs/ (gpu-full-1.json, -2...) so that the next
 # call, on a fresh machine, can skip what is done (--rest-of), and regenerate the page with
@@ -21,7 +21,7 @@ cat "$OUT/facts.txt"
 REST=(); [ -n "${REST_OF:-}" ] && REST=(--rest-of "$REST_OF")
 # no --out: full-size packages are GBs and would not come back; the JSON holds every result
 timeout $(( ${DEADLINE:-510} + 50 )) $PY -m zoo.parity --size full --device cuda --jobs "${JOBS:-8}" --bare-loader direct --timeout 480 --deadline "${DEADLINE:-510}" \
-  "${REST[@]}" --json "$OUT/gpu-full.json" --markdown "$OUT/gpu-full.md" 2> "$OUT/progress.log"
+  "${REST[@]}" "$@" --json "$OUT/gpu-full.json" --markdown "$OUT/gpu-full.md" 2> "$OUT/progress.log"
 echo "zoo.parity rc=$?"
 tail -5 "$OUT/progress.log"
 cat "$OUT/gpu-full.md" 2>/dev/null | tail -8
