@@ -1,5 +1,5 @@
 """The one place aoti-guard's build side starts helper processes (the ONNX Runtime reference, the
-AOTI minifier), each with a timeout.
+AOTI minifier, the debug twin's compile), each with a timeout.
 
 A helper runs in a session of its own, so a timeout kills its whole process group (the minifier's
 C++ compilers, Inductor's compile workers). Its output goes to files, not pipes: nothing to drain,
@@ -74,6 +74,14 @@ class Running:
         return ProcResult(
             self.argv, self.proc.returncode, time.monotonic() - self.started, timed_out, _tail(self.log_path, tail_bytes), self.log_path
         )
+
+    def kill(self) -> None:
+        """Kill the helper's whole process group (a no-op once it has ended and been reaped)."""
+        self._kill_group()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
     def _kill_group(self) -> None:
         try:

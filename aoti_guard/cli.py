@@ -175,7 +175,19 @@ def cli() -> None:
     metavar="KEY=VALUE",
     help="An Inductor option for the release model (repeat), e.g. max_autotune=true.",
 )
-@click.option("--no-debug-twin", is_flag=True, help="Do not compile the sanitized debug twin (halves compile time and package size).")
+@click.option(
+    "--no-debug-twin",
+    is_flag=True,
+    help="Do not compile the sanitized debug twin (a second compile of the model; the package is about half the size).",
+)
+@click.option(
+    "--twin-schedule",
+    type=click.Choice(["auto", "concurrent", "after"]),
+    default="auto",
+    show_default=True,
+    help="Where the twin compiles: concurrent (a child process beside the release compile), after (here, after the release "
+    "model, reusing its Triton kernels); auto: concurrent on CPU, after on CUDA.",
+)
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option(
     "--cpu-isa",
@@ -280,6 +292,7 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         dynamic=tuple(params["dynamic"]),
         inductor_configs=_parse_config(params["configs"]),
         debug_twin=not params["no_debug_twin"],
+        twin_schedule=params["twin_schedule"],
         trace_dir=params["trace_dir"],
         allow_nonfinite=params["allow_nonfinite"],
         allow_partial_coverage=params["allow_partial_coverage"],

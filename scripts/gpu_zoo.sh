@@ -8,6 +8,7 @@
 # call, on a fresh machine, can skip what is done (--rest-of), and regenerate the page with
 # `python -m zoo.parity --report docs/zoo-runs/gpu-full-*.json`.
 # JOBS models run at once (default 8 on 16 cores): the per-model times are then rough.
+# Arguments go to zoo.parity: model names to run first, or e.g. --build-arg=--twin-schedule --build-arg=concurrent.
 set -u
 OUT=${OUT:-$PWD/gpu-zoo-out}
 mkdir -p "$OUT"

@@ -196,8 +196,8 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_step(name: str, size: str, device: str, out_dir: str, timeout: float) -> dict[str, Any]:
-    """``aoti-guard build zoo/models.py:NAME`` as a user runs it, cold Inductor cache."""
+def build_step(name: str, size: str, device: str, out_dir: str, timeout: float, extra_args: Sequence[str] = ()) -> dict[str, Any]:
+    """``aoti-guard build zoo/models.py:NAME [EXTRA_ARGS]`` as a user runs it, cold Inductor cache."""
     pkg = os.path.join(out_dir, f"{name}.pt2")
     report_path = os.path.join(out_dir, f"{name}.build.json")
     for stale in (pkg, report_path):
@@ -207,6 +207,7 @@ def build_step(name: str, size: str, device: str, out_dir: str, timeout: float) 
         cmd = [sys.executable, "-m", "aoti_guard", "build", f"zoo/models.py:{name}", "-o", pkg, "--json", report_path]
         if device != "cpu":
             cmd += ["--device", device]
+        cmd += list(extra_args)
         rc, seconds, tail = _run(cmd, _env(scratch, size, device), timeout, os.path.join(out_dir, f"{name}.build.log"))
     out: dict[str, Any] = {"exit_code": rc, "seconds": seconds, "package": pkg if os.path.exists(pkg) else None}
     report = _load_json(report_path)
@@ -424,8 +425,11 @@ def run_model(
     timeout: float = 1800,
     bare: bool = True,
     deadline: float | None = None,
+    build_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises.
+
+    ``build_args`` go on the build's command line (e.g. ``--twin-schedule concurrent``).
 
     ``deadline`` (a ``time.monotonic()`` value): each step gets at most the time left, and a step
     with less than 20 s left is skipped (``skipped: deadline``; the model is then incomplete).
@@ -444,7 +448,7 @@ def run_model(
     steps: list[tuple[str, Callable[[float], dict[str, Any]]]] = []
     if bare:
         steps.append(("bare", lambda t: bare_step(name, size, device, t)))
-    steps.append(("build", lambda t: build_step(name, size, device, out_dir, t)))
+    steps.append(("build", lambda t: build_step(name, size, device, out_dir, t, build_args)))
     steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
     steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
     for step, fn in steps:
@@ -469,7 +473,7 @@ def run_model(
             r["incomplete"] = "deadline"
         _progress(name, step, _summary(r[step]))
     b, g = r.get("bare"), r["build"]
-    if b is not None and b.get("seconds") and g.get("seconds"):
+    if b is not None and b.get("ok") and g.get("ok") and b.get("seconds") and g.get("seconds"):  # a failed or cut build has no ratio
         g["ratio"] = round(g["seconds"] / b["seconds"], 2)
         if b.get("wall_s"):  # both whole processes: imports, factory, eager run and the rest included
             g["ratio_wall"] = round(g["seconds"] / b["wall_s"], 2)
@@ -544,6 +548,7 @@ def run_parity(
     bare: bool = True,
     deadline: float | None = None,
     on_result: Callable[[list[dict[str, Any]]], None] | None = None,
+    build_args: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
     not started before ``deadline`` is left out)."""
@@ -554,7 +559,7 @@ def run_parity(
         if deadline is not None and deadline - time.monotonic() < _MIN_STEP_S:
             _progress(name, "parity", "not started (deadline)")
             return
-        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline)
+        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline, build_args=build_args)
         with _LOCK:
             done[name] = r
             ordered = [done[n] for n in names if n in done]
@@ -678,6 +683,7 @@ def header(run: dict[str, Any]) -> str:
             if run.get("bare_loader") == "direct"
             else ""
         )
+        + (f", builds with `{' '.join(run['build_args'])}`" if run.get("build_args") else "")
         + ".\n\n"
         "```bash\n" + "\n".join(public_command(c) for c in run.get("commands") or [str(run.get("command", ""))]) + "\n```"
     )
@@ -698,7 +704,7 @@ def table(run: dict[str, Any]) -> str:
     ]
     for r in results:
         g = r.get("build") or {}
-        ratio = f" ({g['ratio']:.2f}x)" if g.get("ratio") else ""
+        ratio = f" ({g['ratio']:.2f}x)" if g.get("ratio") and g.get("ok") else ""
         rows.append(
             f"| {r['name']} | {r.get('library')} | {r.get('family')} | {r.get('dims')} | {_bare_cell(r)} | {_build_cell(r)}{ratio} | "
             f"{_coverage_cell(g)} | {_g(g.get('max_abs_vs_eager'), '.1e')} | {_g(g.get('max_abs_vs_fp64'), '.1e')} | "
@@ -711,7 +717,8 @@ def summary(run: dict[str, Any]) -> str:
     results = run.get("results", [])
     parity = [r for r in results if r.get("parity")]
     incomplete = [r["name"] for r in results if r.get("incomplete")]
-    ratios = [r["build"]["ratio"] for r in results if (r.get("build") or {}).get("ratio")]
+    timed = [r for r in results if (r.get("build") or {}).get("ratio") and r["build"].get("ok")]  # older runs kept cut builds' ratios
+    ratios = [r["build"]["ratio"] for r in timed]
     bare_run = [r for r in results if r.get("bare") is not None]
     bare_ok = [r for r in bare_run if r["bare"].get("ok")]
     bare = f"Bare path packaged {len(bare_ok)}/{len(bare_run)}; " if bare_run else "Bare path not run; "
@@ -726,14 +733,11 @@ def summary(run: dict[str, Any]) -> str:
             f"`build.range_narrowed` (AOTInductor compiled a narrower range than the export's; the contract follows it): {', '.join(narrowed)}."
         )
     if ratios:
-        walls = [
-            r["build"]["seconds"] / r["bare"]["wall_s"] for r in results if (r.get("build") or {}).get("ratio") and r["bare"].get("wall_s")
-        ]
+        walls = [r["build"]["seconds"] / r["bare"]["wall_s"] for r in timed if r["bare"].get("wall_s")]
         twins = [
             r["build"]["phases"]["debug_twin"]["seconds"] / r["bare"]["seconds"]
-            for r in results
-            if (r.get("build") or {}).get("ratio")
-            and isinstance(((r["build"].get("phases") or {}).get("debug_twin") or {}).get("seconds"), (int, float))
+            for r in timed
+            if isinstance(((r["build"].get("phases") or {}).get("debug_twin") or {}).get("seconds"), (int, float))
         ]
         lines.append(
             f"Build (the whole command, debug twin included) / bare (export + compile), median over {len(ratios)} models: "
@@ -777,6 +781,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step of one model (default 1800)")
     parser.add_argument("--jobs", type=int, default=1, help="models run concurrently (default 1)")
     parser.add_argument("--no-bare", action="store_true", help="skip the bare path (no ratio, no parity baseline)")
+    parser.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for every `aoti-guard build` (repeat), e.g. --build-arg=--twin-schedule --build-arg=concurrent",
+    )
     parser.add_argument(
         "--bare-loader",
         choices=("torch", "direct"),
@@ -832,6 +843,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": ns.device,
         "jobs": ns.jobs,
         "bare_loader": ns.bare_loader,
+        "build_args": ns.build_arg,
         "environment": environment(ns.device),
         "names": list(names),
         "results": [],
@@ -858,6 +870,7 @@ def main(argv: list[str] | None = None) -> int:
             bare=not ns.no_bare,
             deadline=None if ns.deadline is None else time.monotonic() + ns.deadline,
             on_result=save,
+            build_args=ns.build_arg,
         )
     finally:
         if not keep:

@@ -21,6 +21,7 @@ from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import native_bounds, targets, toolchain
+from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
@@ -61,6 +62,8 @@ def check_options(options: BuildOptions) -> None:
     dev = options.device
     if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
         raise UsageError(f"unknown device {dev!r}", hint="use cpu, cuda or cuda:N")
+    if options.twin_schedule not in twin_mod.SCHEDULES:
+        raise UsageError(f"unknown twin schedule {options.twin_schedule!r}", hint=f"use one of: {', '.join(twin_mod.SCHEDULES)}")
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
     parse_dynamic(options.dynamic)
@@ -165,6 +168,7 @@ def build(
     recorder = Recorder(PHASES, progress)
     work = tempfile.mkdtemp(prefix=".aoti-guard-", dir=os.path.dirname(out_path))
     worker: Worker | None = None
+    state: BuildState | None = None
     try:
         # Started first so that its torch import (and that of torch's package loader, which the
         # validate phase's load needs) overlaps with export and compile.
@@ -181,6 +185,8 @@ def build(
             _minify_phase(recorder, state)
         return _report(recorder, state.extra, state.report_path or out_path)
     finally:
+        if state is not None and state.twin_child is not None:
+            state.twin_child.kill()  # a build stopped before the twin phase (a failed compile, Ctrl-C)
         if worker is not None:
             worker.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -234,6 +240,8 @@ class BuildState:
     configs: Mapping[str, Any] = field(default_factory=dict)
     release_pt2: str = ""
     twin_pt2: str | None = None
+    twin_child: twin_mod.TwinChild | None = None  # the twin compiling beside the release model (twin.py)
+    twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
     outcome: validate.Validation | None = None
     report_path: str = ""
 
@@ -296,6 +304,11 @@ def compile_step(st: BuildState) -> StepResult:
     )
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
+    if st.options.debug_twin and twin_mod.schedule(st.options.device, st.options.twin_schedule) == "concurrent":
+        twin_configs = compile_mod.twin_configs(st.configs)
+        st.twin_child, st.twin_not_in_child = twin_mod.start_child(st.ep, twin_configs, _twin_dir(st), _twin_path(st), layout.TWIN_MODEL)
+        if st.twin_child is not None:
+            st.note("the debug twin compiles in a child process beside the release model")
     try:
         files = compile_mod.compile_files(st.ep, st.configs)
         package_mod.package_release(st.release_pt2, files)
@@ -361,15 +374,52 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
     return findings, {"target": {"cuda_archs": list(st.options.cuda_archs), "sass": list(stub.kernel_archs)}}
 
 
+def _twin_dir(st: BuildState) -> str:
+    return os.path.join(st.work, "twin")
+
+
+def _twin_path(st: BuildState) -> str:
+    stem = os.path.splitext(os.path.basename(st.out_path))[0]
+    return os.path.join(_twin_dir(st), f"{stem}.pt2")
+
+
 def twin_step(st: BuildState) -> StepResult:
-    """The sanitized debug twin (NaN asserts + kernel-name printer); a failure only warns."""
+    """The sanitized debug twin (NaN asserts + kernel-name printer); a failure only warns.
+
+    Where it compiles is builder/twin.py's choice: in a child started with the release compile
+    (this step then waits for it), or here."""
     if not st.options.debug_twin:
         return [], {"skipped": "--no-debug-twin"}
-    stem = os.path.splitext(os.path.basename(st.out_path))[0]
-    os.makedirs(os.path.join(st.work, "twin"))
-    twin_pt2 = os.path.join(st.work, "twin", f"{stem}.pt2")
+    os.makedirs(_twin_dir(st), exist_ok=True)
+    child, st.twin_child = st.twin_child, None
+    detail: dict[str, Any] = {"where": "this process, after the release model"}
+    if child is not None:
+        st.note("waiting for the debug twin's child process")
+        result = child.wait(st.options.timeout_s)
+        if result.ok:
+            st.twin_pt2 = _twin_path(st)
+            return [], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
+        lines = list(result.lines) or ["no error text"]
+        if not result.retry_here:
+            hint = result.hint or "the release package is still built; the probe cannot escalate to a twin"
+            finding = warning(
+                "build.twin_failed",
+                "debug_twin",
+                f"the debug twin did not compile: {lines[0][:300]}",
+                hint=hint,
+                evidence={"lines": lines, "stage": result.stage, "where": "child"},
+            )
+            return [finding], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
+        st.twin_not_in_child = (
+            f"its child could not {'compile' if result.stage == 'compile' else 'load'} the saved program: {lines[0][:300]}"
+        )
+    if st.twin_not_in_child is not None:
+        st.note(f"the debug twin compiles here, after the release model ({st.twin_not_in_child})")
+        detail["not_in_child"] = st.twin_not_in_child
     try:
-        package_mod.package_release(twin_pt2, compile_mod.compile_files(st.ep, compile_mod.twin_configs(st.configs)), layout.TWIN_MODEL)
+        package_mod.package_release(
+            _twin_path(st), compile_mod.compile_files(st.ep, compile_mod.twin_configs(st.configs)), layout.TWIN_MODEL
+        )
     except compile_mod.CompileError as exc:
         finding = warning(
             "build.twin_failed",
@@ -378,9 +428,9 @@ def twin_step(st: BuildState) -> StepResult:
             hint="the release package is still built; the probe cannot escalate to a twin",
             evidence={"lines": exc.lines},
         )
-        return [finding], None
-    st.twin_pt2 = twin_pt2
-    return [], None
+        return [finding], detail
+    st.twin_pt2 = _twin_path(st)
+    return [], detail
 
 
 def validate_step(st: BuildState) -> StepResult:

@@ -130,7 +130,11 @@ def _load_verified(fspath: str, copy: str, device: str | None, model: str, verif
     from runtime_probe.child.ops import make_loader
 
     compiled = make_loader(load_path, model_name, index)
-    guarded = GuardedModel(compiled, manifest, device_type, _resolve_index(device_type, index), check_values=check_values)
+    # the twin's own call wrapper is flat (aoti_guard/builder/twin.py): its call structure is the
+    # release model's, which the manifest records
+    guarded = GuardedModel(
+        compiled, manifest, device_type, _resolve_index(device_type, index), check_values=check_values, flat_call=tmp is not None
+    )
     if tmp is not None:
         weakref.finalize(guarded, shutil.rmtree, tmp, True)
     return guarded
@@ -153,21 +157,34 @@ class GuardedModel:
     ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
     With ``check_values=True`` integer inputs are also checked against the value ranges in the
     manifest (this reads the values: a GPU sync per call).
+
+    ``flat_call``: the package's own call wrapper is not the model's (the debug twin's takes and
+    returns flat leaves): the call structure is the manifest's, and every call runs on the flat
+    leaves.
     """
 
     def __init__(
-        self, compiled: Any, manifest: Manifest, device_type: str, device_index: int | None, *, check_values: bool = False
+        self,
+        compiled: Any,
+        manifest: Manifest,
+        device_type: str,
+        device_index: int | None,
+        *,
+        check_values: bool = False,
+        flat_call: bool = False,
     ) -> None:
         import torch
 
         self.compiled = compiled
         self.manifest = manifest
         self.check_values = check_values
+        self.flat_call = flat_call
         self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
         self.checker = InputChecker(manifest, self.device, check_values=check_values)
-        self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch)
-        self._rebuild = _output_rebuilder(compiled, manifest)
-        self._unflatten = _output_unflattener(compiled, manifest)
+        spec = (manifest.io.in_spec, manifest.io.out_spec) if flat_call else _package_call_spec(compiled)
+        self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch, spec)
+        self._unflatten = _output_unflattener(manifest, spec)
+        self._rebuild = self._unflatten if flat_call else _output_rebuilder(compiled, manifest, spec)
         self._leaf_order = list(dict.fromkeys(i.param for i in manifest.io.inputs))
         self.__signature__ = self.checker.signature
 
@@ -178,7 +195,12 @@ class GuardedModel:
         """Like torch's own AOTICompiledModel: the copy shares the loaded native model (its
         weights included: load_constants on one changes both), and gets its own checker."""
         return GuardedModel(
-            copy.deepcopy(self.compiled, memo), self.manifest, self.device.type, self.device.index, check_values=self.check_values
+            copy.deepcopy(self.compiled, memo),
+            self.manifest,
+            self.device.type,
+            self.device.index,
+            check_values=self.check_values,
+            flat_call=self.flat_call,
         )
 
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -292,18 +314,30 @@ class _Direct:
         self.check, self.run, self.unflatten = check, run, unflatten
 
 
-def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any) -> _Direct | None:
+def _package_call_spec(compiled: Any) -> tuple[str, str] | None:
+    """The package's own (in, out) treespecs as torch's loader reports them; None without one."""
+    loader = getattr(compiled, "loader", None)
+    if loader is None or not hasattr(loader, "get_call_spec"):
+        return None
+    try:
+        in_text, out_text = loader.get_call_spec()
+    except Exception:  # noqa: BLE001 - a runtime that cannot say
+        return None
+    return str(in_text), str(out_text)
+
+
+def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any, spec: tuple[str, str] | None) -> _Direct | None:
     """The runner call that torch's AOTICompiledModel.__call__ makes, with its specs parsed once:
     flat inputs are the positional arguments, then the keyword ones in the spec's order, tensors
     only; outputs are unflattened with the spec. None where the package or torch differs from
     that (a nested signature, another wrapper): every call then goes through ``compiled``."""
     loader = getattr(compiled, "loader", None)
-    if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
+    if loader is None or not hasattr(loader, "boxed_run") or spec is None:
         return None
     from torch.utils import _pytree as pytree
 
     try:
-        in_text, out_text = loader.get_call_spec()
+        in_text, out_text = spec
         in_spec, out_spec = _treespec.load(in_text), _treespec.load(out_text)
         if in_spec is None or out_spec is None:
             return None
@@ -342,16 +376,16 @@ class NamedOutputs(dict):  # type: ignore[type-arg]
         return tuple(self.values())
 
 
-def _output_rebuilder(compiled: Any, manifest: Manifest) -> Any:
+def _output_rebuilder(compiled: Any, manifest: Manifest, spec: tuple[str, str] | None) -> Any:
     """None when torch can rebuild the outputs itself (its own call works); else a function from
     the runner's flat outputs to ``NamedOutputs`` (after importing the type's library, when it is
     installed, the original type)."""
     loader = getattr(compiled, "loader", None)
-    if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
+    if loader is None or not hasattr(loader, "boxed_run") or spec is None:
         return None
     from torch.utils import _pytree as pytree
 
-    in_text, out_text = loader.get_call_spec()
+    in_text, out_text = spec
     out_spec = _treespec.load(out_text)
     if out_spec is not None and _treespec.load(in_text) is not None:
         return None
@@ -361,13 +395,10 @@ def _output_rebuilder(compiled: Any, manifest: Manifest) -> Any:
     return lambda outputs: NamedOutputs(zip(names, outputs))
 
 
-def _output_unflattener(compiled: Any, manifest: Manifest) -> Any:
+def _output_unflattener(manifest: Manifest, spec: tuple[str, str] | None) -> Any:
     """From the runner's flat outputs to the original type (its library importable) or
     ``NamedOutputs``: for a call given by leaf names, which torch's own call cannot take."""
-    loader = getattr(compiled, "loader", None)
-    out_spec = None
-    if loader is not None and hasattr(loader, "get_call_spec"):
-        out_spec = _treespec.load(loader.get_call_spec()[1])
+    out_spec = _treespec.load(spec[1]) if spec is not None and spec[1] else None
     if out_spec is not None:
         from torch.utils import _pytree as pytree
 

@@ -41,6 +41,10 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
         assert f"[{phase}] passed in" in example_pkg.stderr  # the one progress format (runtime_probe/progress.py)
     assert report["package"]["sha256"] and report["package"]["bytes"] == example_pkg.path.stat().st_size
     assert "Traceback" not in example_pkg.stderr
+    # on CPU the twin compiled in a child beside the release model (builder/twin.py)
+    twin = next(p for p in report["phases"] if p["name"] == "debug_twin")
+    assert twin["detail"]["where"] == "a child process, beside the release compile" and twin["detail"]["child_s"] > 0
+    assert "[compile] the debug twin compiles in a child process beside the release model" in example_pkg.stderr
 
 
 def test_static_manifest_matches_the_model(static_pkg: Built) -> None:

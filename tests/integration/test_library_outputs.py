@@ -7,6 +7,8 @@ The output type is registered under a module name no child process can import, a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def encoder_pkg(pkg_dir: Path) -> Built:
-    built = build_package(pkg_dir, "encoder", f"{MODELS}:encoder_output", "--no-debug-twin")
+    built = build_package(pkg_dir, "encoder", f"{MODELS}:encoder_output")  # the twin too: its child cannot import the output type
     assert built.returncode == 0, built.stdout + built.stderr
     return built
 
@@ -53,6 +55,47 @@ def test_probe_runs_the_golden_samples_without_the_library(encoder_pkg: Built, t
     assert proc.returncode == 0, proc.stdout + proc.stderr
     golden = next(p for p in json.loads(out.read_text())["phases"] if p["name"] == "golden")
     assert golden["status"] == "passed"
+
+
+def test_the_twin_compiles_in_a_child_that_cannot_import_the_output_type(encoder_pkg: Built) -> None:
+    """builder/twin.py: the child gets a flat program, so an output type only the factory registered
+    (a ModelOutput, a DynamicCache) does not send the twin back to the build's own process."""
+    assert encoder_pkg.report is not None
+    twin = next(p for p in encoder_pkg.report["phases"] if p["name"] == "debug_twin")
+    assert twin["status"] == "passed" and twin["findings"] == []
+    assert twin["detail"]["where"] == "a child process, beside the release compile", twin["detail"]
+    assert "not_in_child" not in twin["detail"]
+    ran = _validate(encoder_pkg.report)["detail"]["twin"]
+    assert ran["kernels"] and ran["max_abs_vs_release"] == 0.0
+
+
+_TWIN_WITHOUT_THE_LIBRARY = """
+import sys, torch
+import runtime_probe
+rel = runtime_probe.load(sys.argv[1])
+twin = runtime_probe.load(sys.argv[1], model="debug_twin")
+ids = torch.randint(0, 50, (3, 24)); mask = torch.ones(3, 24, dtype=torch.int64)
+a, b = rel(input_ids=ids, attention_mask=mask), twin(input_ids=ids, attention_mask=mask)
+assert type(a).__name__ == type(b).__name__ == "NamedOutputs", (type(a), type(b))
+assert list(a) == list(b) == ["last_hidden_state", "pooled"], (list(a), list(b))
+assert all(torch.equal(a[k], b[k]) for k in a)
+try:
+    twin(input_ids=torch.randint(0, 50, (3, 40)), attention_mask=torch.ones(3, 40, dtype=torch.int64))
+except runtime_probe.InputContractError as exc:
+    print("refused:", exc.code, exc.argument)
+print("OK")
+"""
+
+
+def test_the_twin_takes_the_models_call_structure_by_name(encoder_pkg: Built) -> None:
+    """The twin's own call wrapper is flat; the guarded loader calls it like the release model, with
+    the outputs named from the manifest, and checks its inputs the same way."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWIN_WITHOUT_THE_LIBRARY, str(encoder_pkg.path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-2000:]
+    assert "refused: input.range input_ids" in proc.stdout, proc.stdout  # seq 40 = 8 * 5, above seq8's maximum 4
+    assert "before_launch" in proc.stdout  # it is the twin: its printer ran
 
 
 def test_a_boundary_that_cannot_be_sampled_fails_the_build(pkg_dir: Path) -> None:

@@ -1,0 +1,164 @@
+"""The debug twin: the release program compiled again with NaN asserts and the kernel-name printer
+(``compile.TWIN_CONFIGS``), where it costs the build least.
+
+``schedule(device)`` says where:
+
+- CPU, ``"concurrent"``: in a child process started before the release compile. On CPU the twin
+  is a second whole g++ compile of the model, 0.59 of the bare path's time (median over the zoo's
+  CPU run, docs/zoo.md), and nothing needs it before validation: it overlaps the release compile.
+- CUDA, ``"after"``: in this process, after the release model. It then reuses the Triton kernels
+  the release compile has just built: 8.5 s after a 97 s compile on the H100
+  (docs/gpu-validation.md). A child beside the release compile would build them all again.
+
+The child gets the program through ``torch.export.save``, with a flat call structure
+(``flat_program``): its inputs are the leaves of ``(args, kwargs)`` and its outputs a tuple of
+leaves. A library type in the call structure (a Hugging Face ``ModelOutput``, a ``DynamicCache``
+that the user's factory registered) then needs nothing registered in the child. The compiled
+kernels are the same; only the package's own call wrapper is flat. Everything that runs the twin
+gives it the flat leaves (``boxed_run``), and the guarded loader takes the twin's call structure
+from the manifest, which records the release model's.
+
+When the child cannot be used (a program torch cannot save, configs that cannot be pickled, a
+child that cannot load or compile the saved copy), the twin is compiled here after the release
+model, as on CUDA, and the build says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aoti_guard import _proc
+
+__all__ = ["SCHEDULES", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child"]
+
+CHILD_MODULE = "aoti_guard.builder.twin_child"
+
+
+SCHEDULES = ("auto", "concurrent", "after")
+
+
+def schedule(device: str, requested: str = "auto") -> str:
+    """``"concurrent"`` (a child beside the release compile) or ``"after"`` (here, after it):
+    ``requested`` (``--twin-schedule``) unless it is ``"auto"``, which picks by device."""
+    if requested != "auto":
+        return requested
+    return "concurrent" if device.split(":", 1)[0] == "cpu" else "after"
+
+
+def flat_program(ep: Any) -> Any:
+    """A shallow copy of ``ep`` whose call structure is flat: positional leaves in, a tuple out.
+
+    The graph, its weights and its symbol ranges are ``ep``'s own (shared, not copied); only the
+    root entry of the module call graph and the example inputs differ. Raises ValueError where this
+    torch's ExportedProgram is not laid out as expected (the caller then compiles in-process).
+    """
+    from torch.utils import _pytree as pytree
+
+    entries = list(getattr(ep, "_module_call_graph", None) or [])
+    if not entries or getattr(entries[0], "fqn", None) != "" or ep.example_inputs is None:
+        raise ValueError("the program has no root call entry or no example inputs")
+    root = entries[0]
+    signature = root.signature
+    leaves = pytree.tree_leaves(tuple(ep.example_inputs))
+    changes: dict[str, Any] = {
+        "in_spec": pytree.tree_structure((tuple(leaves), {})),
+        "out_spec": pytree.tree_structure(tuple(range(signature.out_spec.num_leaves))),
+    }
+    if any(f.name == "forward_arg_names" for f in dataclasses.fields(signature)):
+        changes["forward_arg_names"] = [f"leaf{i}" for i in range(len(leaves))]
+    flat = copy.copy(ep)
+    flat._module_call_graph = [dataclasses.replace(root, signature=dataclasses.replace(signature, **changes)), *entries[1:]]
+    flat._example_inputs = None  # the setter checks the new value against the (new) in_spec
+    flat.example_inputs = (tuple(leaves), {})
+    return flat
+
+
+@dataclass(frozen=True)
+class TwinResult:
+    """How the child ended: ``ok``; else ``stage`` ("start", "load", "compile", "crash",
+    "timeout") with ``lines`` (the error's first lines) and ``hint``."""
+
+    ok: bool
+    seconds: float
+    stage: str | None = None
+    lines: tuple[str, ...] = ()
+    hint: str | None = None
+    log_path: str | None = None
+
+    @property
+    def retry_here(self) -> bool:
+        """A program the child could not load or compile: its copy went through
+        ``torch.export.save``/``load`` and the in-memory program may compile (a genuine compiler
+        error then fails here too, at the cost of a second compile). A crash or a timeout would
+        only repeat."""
+        return self.stage in ("start", "load", "compile")
+
+
+class TwinChild:
+    """The twin compiling in a child; ``wait`` once for its ``TwinResult``, ``kill`` on the way out."""
+
+    def __init__(self, running: _proc.Running, result_path: str, out_path: str) -> None:
+        self.running = running
+        self.result_path = result_path
+        self.out_path = out_path
+
+    def wait(self, timeout: float) -> TwinResult:
+        ended = self.running.wait(timeout)
+        if ended.timed_out:
+            return TwinResult(False, ended.seconds, "timeout", (f"the twin's compile {ended.how}",), _TIMEOUT_HINT, ended.log_path)
+        try:
+            with open(self.result_path) as fh:
+                told = json.load(fh)
+        except (OSError, ValueError):
+            last = [line for line in ended.output.splitlines() if line.strip()][-8:]
+            return TwinResult(
+                False, ended.seconds, "crash", (f"the twin's compiler process ended ({ended.how})", *last), _CRASH_HINT, ended.log_path
+            )
+        if told.get("ok") and os.path.isfile(self.out_path):
+            return TwinResult(True, ended.seconds, log_path=ended.log_path)
+        stage = str(told.get("stage") or "compile")
+        return TwinResult(False, ended.seconds, stage, tuple(str(x) for x in told.get("lines") or ()), told.get("hint"), ended.log_path)
+
+    def kill(self) -> None:
+        self.running.kill()
+
+
+_TIMEOUT_HINT = "raise --timeout, or build with --no-debug-twin; the release package is unaffected"
+_CRASH_HINT = "the release package is unaffected; the twin's compiler log is kept with --log-file"
+
+
+def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str, model_name: str) -> tuple[TwinChild | None, str | None]:
+    """Save ``ep`` flat and start the child that compiles it with ``configs`` into ``out_path``.
+
+    ``(child, None)``, or ``(None, why)`` where the child cannot be given the work.
+    """
+    import torch
+
+    os.makedirs(folder, exist_ok=True)
+    program = os.path.join(folder, "twin-program.pt2")
+    request = os.path.join(folder, "twin-request.pkl")
+    try:
+        torch.export.save(flat_program(ep), program)
+    except Exception as exc:  # noqa: BLE001 - custom objects torch cannot serialize, another torch's layout
+        return None, f"the program could not be saved for a child ({type(exc).__name__}: {_first_line(exc)})"
+    try:
+        payload = pickle.dumps({"program": program, "configs": dict(configs), "out": out_path, "model_name": model_name})
+    except Exception as exc:  # noqa: BLE001 - an Inductor config holding a function or a lambda
+        return None, f"the Inductor configs cannot be handed to a child ({type(exc).__name__}: {_first_line(exc)})"
+    with open(request, "wb") as fh:
+        fh.write(payload)
+    result_path = os.path.join(folder, "twin-result.json")
+    running = _proc.start(_proc.python_argv(CHILD_MODULE, request, result_path), log_path=os.path.join(folder, "twin-child.log"))
+    return TwinChild(running, result_path, out_path), None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:300] if text else ""

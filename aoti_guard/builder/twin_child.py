@@ -1,0 +1,96 @@
+"""``python -m aoti_guard.builder.twin_child REQUEST RESULT``: the debug twin compiled from a saved
+program, beside the build's release compile (builder/twin.py says when and why).
+
+REQUEST is the pickle ``twin.start_child`` wrote into the build's private work folder: the saved
+(flat) program, the twin's Inductor configs, the output path and the model name. RESULT gets
+``{"ok": true}`` or ``{"ok": false, "stage": "load" | "compile", "lines": [...], "hint": ...}``;
+a crash leaves it unwritten (the parent reads the exit status and the log). A program that the
+child cannot load or compile is compiled again in the build's own process: the child's copy went
+through ``torch.export.save``/``load``, which the release model did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _write(path: str, **result: Any) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, path)
+
+
+def restore_hints(ep: Any) -> list[str]:
+    """Give each free symbol of a loaded program the example value the export saw.
+
+    ``torch.export.load`` (2.13) keeps the example sizes of the input dims as hints keyed by their
+    expressions (``8*s9 -> 16``), not of the symbols under them (``s9``); Inductor then stops with
+    ``LoweringException: ('unexpected None!', 256*s9)`` on a model with a derived dim (a sequence
+    that is a multiple of 8, an image side of 32*k). Each such symbol is solved from one of its
+    expressions. Returns what was restored, e.g. ``["s9=2"]``.
+    """
+    import sympy  # type: ignore[import-untyped]
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode([n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"])
+    shape_env = getattr(fake_mode, "shape_env", None)
+    if shape_env is None:
+        return []
+    # torch 2.13 renamed the map (the old name still works, with a FutureWarning); 2.11 has the old one
+    hints = getattr(shape_env, "backed_var_to_val", None)
+    if hints is None:
+        hints = shape_env.var_to_val
+    restored = []
+    for expr, value in list(hints.items()):
+        if isinstance(expr, sympy.Symbol):
+            continue
+        unknown = [s for s in expr.free_symbols if s not in hints]
+        if len(unknown) != 1:
+            continue
+        solutions = sympy.solve(sympy.Eq(expr, value), unknown[0])
+        if len(solutions) == 1 and getattr(solutions[0], "is_Integer", False):
+            hints[unknown[0]] = sympy.Integer(solutions[0])
+            restored.append(f"{unknown[0]}={solutions[0]}")
+    return restored
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path = argv
+    with open(request_path, "rb") as fh:
+        request = pickle.load(fh)  # written by this build's own process, in its private work folder
+    import torch
+
+    from aoti_guard.builder.compile import CompileError, compile_files
+    from aoti_guard.pt2.writer import package_release
+
+    try:
+        ep = torch.export.load(request["program"])
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported, and the parent compiles in-process
+        text = str(exc)
+        _write(
+            result_path,
+            ok=False,
+            stage="load",
+            lines=[f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"],
+            hint="the twin is compiled in the build's own process instead",
+        )
+        return 0
+    print("hints restored:", ", ".join(restore_hints(ep)) or "none", flush=True)
+    try:
+        package_release(request["out"], compile_files(ep, request["configs"]), request["model_name"])
+    except CompileError as exc:
+        _write(result_path, ok=False, stage="compile", lines=exc.lines, hint=exc.hint)
+        return 0
+    _write(result_path, ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
