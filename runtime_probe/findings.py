@@ -105,7 +105,7 @@ CODES: dict[str, str] = {
     "build.compile_failed": "AOTInductor could not compile the model.",
     "build.eager_failed": "The eager model raised on a golden sample.",
     "build.validation_failed": "A compiled output differs from the eager reference beyond tolerance.",
-    "build.nonfinite": "An output holds NaN or Inf on a golden sample.",
+    "build.nonfinite": "An output holds NaN or Inf on a golden sample (error); or, the outputs finite, the debug twin's asserts stop at an intermediate NaN/Inf such as a -inf attention mask (warning).",
     "build.fp64_reference_skipped": "No float64 reference could be computed for this model.",
     "build.range_narrowed": "AOTInductor narrowed a dynamic dimension's range while compiling (its own input checks accept less than the export): the contract follows the compiled range.",
     "build.sample_dropped": "A generated golden sample was not kept (size cap, or eager rejected it).",

@@ -237,12 +237,30 @@ def _left_padded_mask(batch: int, length: int, device: str) -> torch.Tensor:
     return mask
 
 
+def _seq_dim(name: str, largest: int, device: str) -> Any:
+    """A sequence length 1..largest; on CUDA a multiple of 8 up to it (8 * ``<name>8``).
+
+    On CUDA, torch.export (2.11, transformers 5.17) refuses ``seq`` 1..512 for BERT with
+    "Constraints violated (seq)! ... Suggested fixes: _seq = Dim('_seq', min=1, max=64);
+    seq = 8*_seq": the memory-efficient attention kernel pads the mask to a multiple of 8 (the
+    zoo's GPU run of 2026-11-23, docs/zoo.md). A serving user takes export's suggestion; so does
+    the zoo."""
+    if device.split(":", 1)[0] == "cuda":
+        return 8 * Dim(f"{name}8", min=1, max=largest // 8)
+    return Dim(name, min=1, max=largest)
+
+
+def _seq_example(seq: int, device: str) -> int:
+    """The example length: a multiple of 8 on CUDA (``_seq_dim``)."""
+    return max(8, seq - seq % 8) if device.split(":", 1)[0] == "cuda" else seq
+
+
 def _text_spec(name: str, model: torch.nn.Module, size: str, device: str, *, vocab: int, seq_max: int | None = None) -> BuildSpec:
     """An encoder or a cache-less decoder: ``input_ids`` and ``attention_mask``, batch x seq dynamic."""
-    seq = min(_SEQ[size], seq_max or _SEQ[size])
+    seq = _seq_example(min(_SEQ[size], seq_max or _SEQ[size]), device)
     ids = _ids(vocab, _EXAMPLE_BATCH, seq, device)
     batch = _batch(size)
-    seq_dim = Dim("seq", min=1, max=seq_max or _SEQ_MAX[size])
+    seq_dim = _seq_dim("seq", seq_max or _SEQ_MAX[size], device)
     kwargs = {"input_ids": ids, "attention_mask": _mask(_EXAMPLE_BATCH, seq, device)}
     dims = {"input_ids": {0: batch, 1: seq_dim}, "attention_mask": {0: batch, 1: seq_dim}}
     return BuildSpec(model.to(device).eval(), (), kwargs, dims, name=name)
@@ -506,7 +524,7 @@ def _timm_mixer(size: str, device: str) -> BuildSpec:
 # --------------------------------------------------------------------------------------------------
 
 _SMALL_ENC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 256}
-_TEXT_DIMS = "batch 1..B; seq 1..S (128 small, 512 full)"
+_TEXT_DIMS = "batch 1..B; seq 1..S (128 small, 512 full; on CUDA 8*k, as export suggests there)"
 
 
 @_register("bert", "transformers", "encoder", "BertModel(BertConfig)", _TEXT_DIMS)
@@ -700,10 +718,10 @@ def _llama_cache(size: str, device: str) -> BuildSpec:
 
 def _seq2seq_spec(name: str, model: Any, size: str, device: str, *, vocab: int) -> BuildSpec:
     """Teacher-forced encoder-decoder: source ids + mask, decoder ids; batch, src and tgt dynamic."""
-    src, tgt = (_SEQ[size], _SEQ[size] // 2)
+    src, tgt = (_seq_example(_SEQ[size], device), _seq_example(_SEQ[size] // 2, device))
     batch = _batch(size)
-    src_dim = Dim("src", min=1, max=_SEQ_MAX[size])
-    tgt_dim = Dim("tgt", min=1, max=_SEQ_MAX[size])
+    src_dim = _seq_dim("src", _SEQ_MAX[size], device)
+    tgt_dim = _seq_dim("tgt", _SEQ_MAX[size], device)
     kwargs = {
         "input_ids": _ids(vocab, _EXAMPLE_BATCH, src, device),
         "attention_mask": _mask(_EXAMPLE_BATCH, src, device),
@@ -713,7 +731,7 @@ def _seq2seq_spec(name: str, model: Any, size: str, device: str, *, vocab: int) 
     return BuildSpec(model.to(device).eval(), (), kwargs, dims, name=name)
 
 
-_S2S_DIMS = "batch 1..B; src 1..S; tgt 1..S"
+_S2S_DIMS = "batch 1..B; src 1..S; tgt 1..S (on CUDA 8*k)"
 
 
 @_register("t5", "transformers", "encoder-decoder", "T5Model(T5Config) (full: the default, t5-small), use_cache=False", _S2S_DIMS)
@@ -848,7 +866,7 @@ def _clip_vision(size: str, device: str) -> BuildSpec:
     return BuildSpec(model, (), {"pixel_values": x}, {"pixel_values": {0: _batch(size)}}, name="clip_vision")
 
 
-@_register("clip_text", "transformers", "multimodal", "CLIPTextModel(CLIPTextConfig)", "batch 1..B; seq 1..77")
+@_register("clip_text", "transformers", "multimodal", "CLIPTextModel(CLIPTextConfig)", "batch 1..B; seq 1..77 (on CUDA 8*k up to 72)")
 def _clip_text(size: str, device: str) -> BuildSpec:
     t = _import_transformers()
     cfg = _hf_config(t.CLIPTextConfig, size, _SMALL_CLIP_TEXT)
@@ -860,7 +878,7 @@ def _clip_text(size: str, device: str) -> BuildSpec:
     "transformers",
     "multimodal",
     "CLIPModel(CLIPConfig): both towers, nested ModelOutputs",
-    "text batch 1..B, seq 1..77; image batch 1..B (its own dim)",
+    "text batch 1..B, seq 1..77 (on CUDA 8*k up to 72); image batch 1..B (its own dim)",
 )
 def _clip(size: str, device: str) -> BuildSpec:
     t = _import_transformers()
@@ -869,7 +887,7 @@ def _clip(size: str, device: str) -> BuildSpec:
     else:
         cfg = t.CLIPConfig()
     model = t.CLIPModel(cfg).to(device).eval()
-    seq, side = min(_SEQ[size], _CLIP_TEXT_MAX), cfg.vision_config.image_size
+    seq, side = _seq_example(min(_SEQ[size], _CLIP_TEXT_MAX), device), cfg.vision_config.image_size
     kwargs = {
         "input_ids": _ids(cfg.text_config.vocab_size, _EXAMPLE_BATCH, seq, device),
         "pixel_values": torch.randn(_EXAMPLE_BATCH + 1, 3, side, side, device=device),
@@ -878,7 +896,7 @@ def _clip(size: str, device: str) -> BuildSpec:
     texts, images, seq_dim = (
         Dim("texts", min=1, max=_BATCH_MAX[size]),
         Dim("images", min=1, max=_BATCH_MAX[size]),
-        Dim("seq", min=1, max=_CLIP_TEXT_MAX),
+        _seq_dim("seq", _CLIP_TEXT_MAX, device),
     )
     dims = {"input_ids": {0: texts, 1: seq_dim}, "pixel_values": {0: images}, "attention_mask": {0: texts, 1: seq_dim}}
     return BuildSpec(model, (), kwargs, dims, name="clip")

@@ -24,9 +24,17 @@ def test_the_twins_nan_assert_is_an_error_naming_buffer_and_kernel() -> None:
     assert "the first NaN appears in buf3" in f.message
 
 
-def test_the_twins_nan_assert_counts_even_when_the_release_output_was_finite() -> None:
+def test_the_twins_assert_on_an_intermediate_warns_when_the_release_outputs_are_finite() -> None:
+    """GPT-2 with a cache on CUDA (the zoo's GPU run): the efficient-attention kernel writes the
+    -inf mask bias, the twin's asserts stop there, and the release model's outputs are right.
+    That must not fail the build, and must still say which buffer and kernel the twin stops at."""
     found = twin_nonfinite(read("nan_twin.stdout"), read("nan_twin.stderr"), "cuda", release_nonfinite=False)
-    assert [f.severity.value for f in found] == ["error"]
+    assert [(f.code, f.severity.value) for f in found] == [("build.nonfinite", "warning")]
+    f = found[0]
+    assert "outputs are finite" in f.message and "buf3" in f.message
+    assert f.evidence["kernel"] == "triton_per_fused__softmax_exp_prepare_softmax_online_sqrt_sub_sum_0"
+    assert f.evidence["release_outputs_finite"] is True
+    assert f.hint is not None and "attention mask" in f.hint
 
 
 def test_a_cpu_twin_names_the_kernels_that_ran_but_no_buffer() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aoti_guard.builder.validate.child_run import ChildRun
-from runtime_probe.findings import Finding, error, info
+from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.ladder.findings import twin_findings
 from runtime_probe.ladder.steps import LadderContext, Replay, run_ladder
 from runtime_probe.package.archive import open_archive
@@ -69,8 +69,14 @@ def crash(
 
 
 def twin_nonfinite(stdout: str, stderr: str, device_type: str, *, release_nonfinite: bool) -> list[Finding]:
-    """The twin's NaN/Inf assert as the build's error: the first buffer holding it, the kernel
-    that wrote it (the probe's reading of the same output, ``ladder.findings.twin_findings``).
+    """The twin's NaN/Inf assert: the first buffer holding it, the kernel that wrote it (the
+    probe's reading of the same output, ``ladder.findings.twin_findings``).
+
+    An error when the release model's outputs held NaN/Inf too (the twin then says where it
+    began). When they were finite and matched eager, a warning: an intermediate Inf is how masked
+    attention works (a -inf bias; GPT-2 with a cache on CUDA, docs/zoo.md), and the release
+    model is right, but the twin's asserts stop there on every call, so the probe's escalation to
+    the twin will name this buffer first.
 
     On CPU Inductor emits the asserts for the graph's inputs only, so no buffer can be named: when
     the release output held NaN/Inf, the kernels that ran, in order, are reported instead (info).
@@ -81,11 +87,24 @@ def twin_nonfinite(stdout: str, stderr: str, device_type: str, *, release_nonfin
     for f in found:
         if f.code != "run.nonfinite":
             continue
-        evidence = {**f.evidence, "stderr_tail": stderr[-2000:]}
-        if f.severity.value == "error":
+        evidence = {**f.evidence, "stderr_tail": stderr[-2000:], "release_outputs_finite": not release_nonfinite}
+        if f.severity.value != "error":
+            out.append(info("build.nonfinite", PHASE, f"the debug twin: {f.message}", hint=f.hint, evidence=evidence))
+        elif release_nonfinite:
             out.append(
                 error("build.nonfinite", PHASE, f"the debug twin's NaN asserts: {f.message}", found=f.found, hint=f.hint, evidence=evidence)
             )
         else:
-            out.append(info("build.nonfinite", PHASE, f"the debug twin: {f.message}", hint=f.hint, evidence=evidence))
+            out.append(
+                warning(
+                    "build.nonfinite",
+                    PHASE,
+                    f"the release model's outputs are finite and match eager, but the debug twin's NaN/Inf asserts stop at an "
+                    f"intermediate value: {f.message}",
+                    found=f.found,
+                    hint="an Inf inside the model is often intended (a -inf attention mask); the twin stops there on every call, "
+                    "so a probe escalating to the twin will name this buffer first",
+                    evidence=evidence,
+                )
+            )
     return out

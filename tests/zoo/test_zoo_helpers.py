@@ -1,6 +1,11 @@
-"""zoo.bare's two loaders: torch's ``aoti_load_package`` and the C++ loader it wraps (``--bare-loader
-direct``, for the lent GPU image where the former spends 87-105 s per load). Both must give the
-same callable: the bare path's comparison with eager must not depend on which one ran."""
+"""The zoo's own helpers.
+
+- zoo.bare's two loaders: torch's ``aoti_load_package`` and the C++ loader it wraps
+  (``--bare-loader direct``, for the lent GPU image where the former spends 87-105 s per load).
+  Both must give the same callable: the bare path's comparison with eager must not depend on
+  which one ran.
+- The sequence dims of the text models on CUDA (zoo.models._seq_dim).
+"""
 
 from __future__ import annotations
 
@@ -54,3 +59,18 @@ def test_the_loader_comes_from_the_environment_the_runner_sets(monkeypatch: pyte
     monkeypatch.setattr(bare.os.path, "getsize", lambda p: 0)
     result = bare.bare_build(spec, "unused.pt2")
     assert calls == ["direct"] and result["loader"] == "direct"
+
+
+def test_sequence_dims_follow_exports_suggestion_on_cuda() -> None:
+    """On CUDA, export refused seq 1..512 and suggested seq = 8*_seq (the zoo's GPU run): the zoo's
+    text models take that suggestion there, and keep 1..S on CPU."""
+    from zoo import models
+
+    cpu = models._seq_dim("seq", 512, "cpu")
+    assert (cpu.__name__, cpu.min, cpu.max) == ("seq", 1, 512)
+    cuda = models._seq_dim("seq", 512, "cuda:0")
+    root = cuda.root  # a derived Dim: 8 * seq8
+    assert (root.__name__, root.min, root.max) == ("seq8", 1, 64)
+    assert cuda.fn(3) == 24
+    assert models._seq_example(77, "cuda") == 72 and models._seq_example(77, "cpu") == 77
+    assert models._seq_example(4, "cuda") == 8
