@@ -1,14 +1,16 @@
 """The debug twin: the release program compiled again with NaN asserts and the kernel-name printer
 (``compile.TWIN_CONFIGS``), where it costs the build least.
 
-``schedule(device)`` says where:
+``schedule(device, requested)`` says where (``--twin-schedule`` overrides ``auto``):
 
 - CPU, ``"concurrent"``: in a child process started before the release compile. On CPU the twin
   is a second whole g++ compile of the model, 0.59 of the bare path's time (median over the zoo's
   CPU run, docs/zoo.md), and nothing needs it before validation: it overlaps the release compile.
 - CUDA, ``"after"``: in this process, after the release model. It then reuses the Triton kernels
   the release compile has just built: 8.5 s after a 97 s compile on the H100
-  (docs/gpu-validation.md). A child beside the release compile would build them all again.
+  (docs/gpu-validation.md); 15-57 s at full size with eight builds at once (the zoo, docs/zoo.md).
+  A child beside the release compile would build the kernels again; whether it is faster on a GPU
+  host is not measured yet (``--twin-schedule concurrent``).
 
 The child gets the program through ``torch.export.save``, with a flat call structure
 (``flat_program``): its inputs are the leaves of ``(args, kwargs)`` and its outputs a tuple of
@@ -17,6 +19,9 @@ that the user's factory registered) then needs nothing registered in the child. 
 kernels are the same; only the package's own call wrapper is flat. Everything that runs the twin
 gives it the flat leaves (``boxed_run``), and the guarded loader takes the twin's call structure
 from the manifest, which records the release model's.
+
+The child loads its own copy of the weights from the saved program: on CPU a build's peak memory
+is about one model more than before (``--twin-schedule after`` keeps the old order).
 
 When the child cannot be used (a program torch cannot save, configs that cannot be pickled, a
 child that cannot load or compile the saved copy), the twin is compiled here after the release
