@@ -74,3 +74,14 @@ def test_sequence_dims_follow_exports_suggestion_on_cuda() -> None:
     assert cuda.fn(3) == 24
     assert models._seq_example(77, "cuda") == 72 and models._seq_example(77, "cpu") == 77
     assert models._seq_example(4, "cuda") == 8
+
+
+def test_build_args_reach_the_build_command_line(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """zoo.parity --build-arg: how the GPU A/B of --twin-schedule is run (docs/zoo.md)."""
+    from zoo import parity
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(parity, "_run", lambda cmd, env, timeout, log: seen.append(list(cmd)) or (1, 0.1, "no report"))
+    parity.build_step("resnet18", "small", "cuda", str(tmp_path), 10, ["--twin-schedule", "concurrent"])
+    assert seen and seen[0][-4:] == ["--device", "cuda", "--twin-schedule", "concurrent"]
+    assert seen[0][3:5] == ["build", "zoo/models.py:resnet18"]
