@@ -54,7 +54,8 @@ from bench._common import (
 )
 
 GOALS = {"build-no-twin": 1.15, "build": 2.2, "build-twin-after": 2.2}
-_PHASE_LINE = re.compile(r"^\[(\w+)\] done in ([0-9.]+)s$", re.M)
+# runtime_probe/progress.py's end-of-phase line: "[compile] passed in 14.21s"
+_PHASE_LINE = re.compile(r"^\[(\w+)\] (?:passed|warning|failed|skipped) in ([0-9.]+)s$", re.M)
 
 
 def commands(out_dir: str, suffix: str = "") -> dict[str, list[str]]:
@@ -86,7 +87,7 @@ def _runner(cmd: list[str], out: str, tree: str | os.PathLike[str]) -> Any:
 
 
 def _steps(stdout: str, stderr: str) -> dict[str, float]:
-    """Per-step seconds: the build's '[phase] done in Xs' lines, or the bare script's JSON line."""
+    """Per-step seconds: the build's '[phase] passed in Xs' lines, or the bare script's JSON line."""
     return {name: float(sec) for name, sec in _PHASE_LINE.findall(stderr)} or bare_steps(stdout)
 
 
