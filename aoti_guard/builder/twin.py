@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard import _proc
+from aoti_guard.builder.saved_program import save_program
 
 __all__ = ["SCHEDULES", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child"]
 
@@ -87,8 +88,7 @@ def flat_program(ep: Any) -> Any:
 
 @dataclass(frozen=True)
 class TwinResult:
-    """How the child ended: ``ok``; else ``stage`` ("start", "load", "compile", "crash",
-    "timeout") with ``lines`` (the error's first lines) and ``hint``."""
+    """How the child ended: ``ok``; else ``stage`` ("load", "compile", "crash", "timeout") with ``lines`` (the error's first lines) and ``hint``."""
 
     ok: bool
     seconds: float
@@ -103,7 +103,7 @@ class TwinResult:
         ``torch.export.save``/``load`` and the in-memory program may compile (a genuine compiler
         error then fails here too, at the cost of a second compile). A crash or a timeout would
         only repeat."""
-        return self.stage in ("start", "load", "compile")
+        return self.stage in ("load", "compile")
 
 
 class TwinChild:
@@ -136,7 +136,7 @@ class TwinChild:
 
 
 _TIMEOUT_HINT = "raise --timeout, or build with --no-debug-twin; the release package is unaffected"
-_CRASH_HINT = "the release package is unaffected; the twin's compiler log is kept with --log-file"
+_CRASH_HINT = "the release package is unaffected; the last lines the twin's compiler process wrote are in this finding's evidence"
 
 
 def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str, model_name: str) -> tuple[TwinChild | None, str | None]:
@@ -144,19 +144,20 @@ def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str,
 
     ``(child, None)``, or ``(None, why)`` where the child cannot be given the work.
     """
-    import torch
-
     os.makedirs(folder, exist_ok=True)
-    program = os.path.join(folder, "twin-program.pt2")
-    request = os.path.join(folder, "twin-request.pkl")
-    try:
-        torch.export.save(flat_program(ep), program)
-    except Exception as exc:  # noqa: BLE001 - custom objects torch cannot serialize, another torch's layout
-        return None, f"the program could not be saved for a child ({type(exc).__name__}: {_first_line(exc)})"
-    try:
-        payload = pickle.dumps({"program": program, "configs": dict(configs), "out": out_path, "model_name": model_name})
-    except Exception as exc:  # noqa: BLE001 - an Inductor config holding a function or a lambda
+    try:  # checked before the program is written: a config holding a function or a lambda
+        pickled_configs = pickle.dumps(dict(configs))
+    except Exception as exc:  # noqa: BLE001 - whatever pickle raises for the object it met
         return None, f"the Inductor configs cannot be handed to a child ({type(exc).__name__}: {_first_line(exc)})"
+    try:
+        flat = flat_program(ep)
+    except Exception as exc:  # noqa: BLE001 - another torch's ExportedProgram layout
+        return None, f"the program has no flat form for a child ({type(exc).__name__}: {_first_line(exc)})"
+    program, why = save_program(flat, folder)  # the save the minifier and ONNX Runtime use, in the twin's folder
+    if program is None:
+        return None, f"the program could not be saved for a child ({why})"
+    request = os.path.join(folder, "twin-request.pkl")
+    payload = pickle.dumps({"program": program, "configs": pickled_configs, "out": out_path, "model_name": model_name})
     with open(request, "wb") as fh:
         fh.write(payload)
     result_path = os.path.join(folder, "twin-result.json")

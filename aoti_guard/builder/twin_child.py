@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
         return 0
     print("hints restored:", ", ".join(restore_hints(ep)) or "none", flush=True)
     try:
-        package_release(request["out"], compile_files(ep, request["configs"]), request["model_name"])
+        package_release(request["out"], compile_files(ep, pickle.loads(request["configs"])), request["model_name"])
     except CompileError as exc:
         _write(result_path, ok=False, stage="compile", lines=exc.lines, hint=exc.hint)
         return 0
