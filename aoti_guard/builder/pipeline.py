@@ -401,14 +401,7 @@ def twin_step(st: BuildState) -> StepResult:
             return [], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
         lines = list(result.lines) or ["no error text"]
         if not result.retry_here:
-            hint = result.hint or "the release package is still built; the probe cannot escalate to a twin"
-            finding = warning(
-                "build.twin_failed",
-                "debug_twin",
-                f"the debug twin did not compile: {lines[0][:300]}",
-                hint=hint,
-                evidence={"lines": lines, "stage": result.stage, "where": "child"},
-            )
+            finding = _twin_failed(lines, result.hint, {"stage": result.stage, "where": "child"})
             return [finding], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
         st.twin_not_in_child = (
             f"its child could not {'compile' if result.stage == 'compile' else 'load'} the saved program: {lines[0][:300]}"
@@ -421,16 +414,19 @@ def twin_step(st: BuildState) -> StepResult:
             _twin_path(st), compile_mod.compile_files(st.ep, compile_mod.twin_configs(st.configs)), layout.TWIN_MODEL
         )
     except compile_mod.CompileError as exc:
-        finding = warning(
-            "build.twin_failed",
-            "debug_twin",
-            f"the debug twin did not compile: {exc.lines[0][:300]}",
-            hint="the release package is still built; the probe cannot escalate to a twin",
-            evidence={"lines": exc.lines},
-        )
-        return [finding], detail
+        return [_twin_failed(exc.lines, None, {})], detail
     st.twin_pt2 = _twin_path(st)
     return [], detail
+
+
+def _twin_failed(lines: list[str], hint: str | None, evidence: dict[str, Any]) -> Finding:
+    return warning(
+        "build.twin_failed",
+        "debug_twin",
+        f"the debug twin did not compile: {(lines or ['no error text'])[0][:300]}",
+        hint=hint or "the release package is still built; the probe cannot escalate to a twin",
+        evidence={"lines": lines, **evidence},
+    )
 
 
 def validate_step(st: BuildState) -> StepResult:
