@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import sys
+from aoti_guard.cli import run
 
-from aoti_guard.cli import main
-
-sys.exit(main())
+run()

@@ -770,7 +770,7 @@ def _bart(size: str, device: str) -> BuildSpec:
     "transformers",
     "speech",
     "Wav2Vec2Model(Wav2Vec2Config) (small: 3 conv layers of stride 5,2,2, 2 layers)",
-    "batch 1..B; samples (raw 16 kHz audio) 1 s..4 s small, 1 s..20 s full",
+    "batch 1..B; samples (raw 16 kHz audio) 1 s..4 s small, 1 s..20 s full; on CUDA 2560*frames8 + 80 (frames8 7..124: 8*frames8 frames)",
 )
 def _wav2vec2(size: str, device: str) -> BuildSpec:
     t = _import_transformers()
@@ -786,11 +786,33 @@ def _wav2vec2(size: str, device: str) -> BuildSpec:
         "num_conv_pos_embedding_groups": 4,
     }
     cfg = _hf_config(t.Wav2Vec2Config, size, small)
-    samples, max_s = (16000, 4) if size == "small" else (16000, 20)
+    max_s = 4 if size == "small" else 20
     model = t.Wav2Vec2Model(cfg).to(device).eval()
-    x = torch.randn(_EXAMPLE_BATCH, samples, device=device)
-    dims = {"input_values": {0: _batch(size), 1: Dim("samples", min=16000, max=16000 * max_s)}}
+    samples: Any = Dim("samples", min=16000, max=16000 * max_s)
+    example = 16000
+    if device.split(":", 1)[0] == "cuda":
+        samples, example = _frames_of_8(cfg, 16000, 16000 * max_s)
+    x = torch.randn(_EXAMPLE_BATCH, example, device=device)
+    dims = {"input_values": {0: _batch(size), 1: samples}}
     return BuildSpec(model, (), {"input_values": x}, dims, name="wav2vec2")
+
+
+def _frames_of_8(cfg: Any, low: int, high: int) -> tuple[Any, int]:
+    """Audio lengths whose frame count is a multiple of 8: ``8*S*k + (R - S)`` samples, with S the
+    feature encoder's total stride and R its receptive field (320 and 400 for the default config:
+    2560*k + 80 samples give exactly 8*k frames, every conv's division exact).
+
+    On CUDA, torch.export refused ``samples`` 1 s..20 s (the GPU zoo run of 2026-11-23): as for the
+    text models (``_seq_dim``), the attention kernel's choice depends on the sequence length, here
+    the frame count, being a multiple of 8, and a free ``samples`` gives it a floor of a division.
+    Returns the derived Dim, within ``low..high`` samples, and its smallest length (the example)."""
+    stride, field = 1, 0
+    for i, (k, st) in enumerate(zip(cfg.conv_kernel, cfg.conv_stride, strict=True)):
+        field += k if i == 0 else (k - 1) * stride
+        stride *= st
+    step, offset = 8 * stride, field - stride
+    k = Dim("frames8", min=-(-(low - offset) // step), max=(high - offset) // step)
+    return step * k + offset, step * k.min + offset
 
 
 @_register(

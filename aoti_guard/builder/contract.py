@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aoti_guard.builder.value_ranges import index_value_ranges
@@ -208,6 +208,8 @@ def extract_contract(
                 if root and len(free) == 1 and free[0] in ranges and free[0] not in rename and root not in rename.values():
                     rename[free[0]] = root
 
+    implied = _implied_root_ranges(fake_tensors, ranges)
+
     def dim_of(size: Any) -> int | Dim:
         if not isinstance(size, torch.SymInt):
             return int(size)
@@ -215,7 +217,7 @@ def extract_contract(
         vr = ranges.get(str(expr))
         if vr is None:
             vr = bound_sympy(expr, dict(ep.range_constraints))
-        lo, hi = vr.lower, vr.upper
+        lo, hi = implied.get(str(expr), (vr.lower, vr.upper))
         return Dim(str(_expr(size, rename)), int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None)
 
     inputs: list[InputSpec] = []
@@ -252,10 +254,10 @@ def extract_contract(
         if not re.match(r"^[A-Za-z_]\w*$", sym):
             continue  # a derived size's own range (``8*s9``): its free symbol is listed, the size follows from it
         name = rename.get(sym, sym)
-        lo, hi = vr.lower, vr.upper
+        lo, hi = implied.get(sym, (vr.lower, vr.upper))
         symbols.append(Symbol(name, int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None, tuple(sources.get(name, []))))
 
-    outputs = _outputs(ep, eager_outputs, dim_of)
+    outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
     return IOContract(
         params=tuple(params),
         inputs=tuple(inputs),
@@ -264,6 +266,51 @@ def extract_contract(
         in_spec=pytree.treespec_dumps(in_spec),
         out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
     )
+
+
+def _implied_root_ranges(fake_tensors: Sequence[Any], ranges: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The range a free symbol really has when no input's size is the symbol itself, only sizes
+    derived from it (``8*s9``): the values that put every such size within its own range.
+
+    torch.export keeps the derived size's range as asked (``8*s9`` in [8, 64] for
+    ``8 * Dim("seq8", min=1, max=8)``) but gives the symbol alone the 0/1-specialized [2, 8]. Both
+    torch's runtime input checks and the guarded loader check the sizes, so ``seq8 = 1`` (an input
+    of 8) is accepted; the golden samples must go there too, not stop at 2 and call that the
+    minimum. A symbol some input takes directly keeps its own range: that size is checked against it.
+    """
+    import sympy  # type: ignore[import-untyped]
+    import torch
+
+    direct: set[str] = set()
+    bounds: dict[str, tuple[Any, Any]] = {}
+    for fake in fake_tensors:
+        for size in fake.shape:
+            if not isinstance(size, torch.SymInt):
+                continue
+            expr = size.node.expr
+            if isinstance(expr, sympy.Symbol):
+                direct.add(str(expr))
+                continue
+            free = list(expr.free_symbols)
+            vr = ranges.get(str(expr))
+            if len(free) != 1 or vr is None or not (vr.lower.is_finite and vr.upper.is_finite):
+                continue
+            sym = free[0]
+            a, b = expr.coeff(sym), expr.subs(sym, 0)
+            if not (a.is_Integer and b.is_Integer and int(a) > 0 and sympy.expand(a * sym + b - expr) == 0):
+                continue  # not a*s + b: its range says nothing simple about s
+            lo = -((-(int(vr.lower) - int(b))) // int(a))  # ceil
+            hi = (int(vr.upper) - int(b)) // int(a)
+            old = bounds.get(str(sym))
+            bounds[str(sym)] = (lo, hi) if old is None else (max(old[0], lo), min(old[1], hi))
+    out = {}
+    for sym, (lo, hi) in bounds.items():
+        vr = ranges.get(sym)
+        if sym in direct or vr is None or lo > hi:
+            continue
+        if (lo, hi) != (vr.lower, vr.upper):
+            out[sym] = (sympy.Integer(lo), sympy.Integer(hi))
+    return out
 
 
 def spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
@@ -277,7 +324,7 @@ def spec_kwarg_order(in_spec: Any, kwargs: Mapping[str, Any]) -> list[str]:
         return list(kwargs)
 
 
-def _outputs(ep: Any, eager_outputs: Any, dim_of: Any) -> list[OutputSpec]:
+def _outputs(ep: Any, eager_outputs: Any, dim_of: Any, stride_of: Callable[[Any], int | str]) -> list[OutputSpec]:
     import torch
     from torch.utils import _pytree as pytree
 
@@ -299,7 +346,7 @@ def _outputs(ep: Any, eager_outputs: Any, dim_of: Any) -> list[OutputSpec]:
             spec = TensorSpec(
                 dtype=dtype_name(v.dtype),
                 shape=tuple(dim_of(s) for s in v.shape),
-                stride=tuple(str(s) if not isinstance(s, int) else s for s in v.stride()),
+                stride=tuple(stride_of(s) for s in v.stride()),
                 contiguous=True,
                 device=v.device.type,
             )

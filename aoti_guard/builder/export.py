@@ -11,7 +11,7 @@ from aoti_guard.spec import BuildSpec
 from runtime_probe.findings import error
 from runtime_probe.recorder import StepFailed
 
-__all__ = ["eager_run", "export_hint", "export_program", "fresh_inputs"]
+__all__ = ["eager_run", "export_hint", "export_program", "fresh_inputs", "suggested_fixes"]
 
 
 def fresh_inputs(spec: BuildSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -72,11 +72,34 @@ def export_program(spec: BuildSpec, dynamic: Any) -> Any:
         ) from exc
 
 
+def suggested_fixes(text: str) -> list[str]:
+    """The lines of torch.export's "Suggested fixes:" block (``_seq = Dim('_seq', min=1, max=64)``,
+    ``seq = 8*_seq``), which its constraint errors end with: the one thing the user needs to know."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Suggested fixes:")
+    except StopIteration:
+        return []
+    fixes = []
+    for line in lines[start + 1 :]:
+        if not line.startswith((" ", "\t")) or not line.strip():
+            break
+        fixes.append(line.strip())
+    return fixes[:8]
+
+
 def export_hint(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if "data-dependent" in text or "GuardOnDataDependentSymNode" in text or "Could not guard on data-dependent" in text:
         return "the model branches on tensor values: use torch.cond, or torch._check(...) to state what holds"
     if "Constraints violated" in text or "specialized" in text:
+        fixes = suggested_fixes(text)
+        if fixes:
+            return (
+                "torch.export suggests: " + "; ".join(fixes) + ". Give the dimension that way: in the factory's dynamic_shapes "
+                "(e.g. 8 * Dim('_seq', min=1, max=64)), or on the command line as a derived size "
+                "(--dynamic INPUT:DIM=8*_seq:1..64)"
+            )
         return "a dimension you marked dynamic was specialized by the model's code: narrow the Dim range or make that dimension static"
     if "Unsupported" in text or "graph break" in text.lower():
         return (

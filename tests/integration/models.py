@@ -221,3 +221,16 @@ class Embed(torch.nn.Module):
 def embed() -> Any:
     torch.manual_seed(7)
     return Embed().eval(), (torch.randint(0, 1000, (4, 6)),)
+
+
+class Groups8(torch.nn.Module):
+    """Sums a sequence in groups of 8: torch.export refuses a free sequence length for it and
+    suggests ``seq = 8*_seq`` (as it does for BERT's attention on CUDA)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], -1, 8).sum(-1) * 2.0
+
+
+def groups8() -> Any:
+    torch.manual_seed(8)
+    return Groups8().eval(), (torch.randn(2, 32),)

@@ -85,3 +85,35 @@ def test_build_args_reach_the_build_command_line(tmp_path: os.PathLike[str], mon
     parity.build_step("resnet18", "small", "cuda", str(tmp_path), 10, ["--twin-schedule", "concurrent"])
     assert seen and seen[0][-4:] == ["--device", "cuda", "--twin-schedule", "concurrent"]
     assert seen[0][3:5] == ["build", "zoo/models.py:resnet18"]
+
+
+def _frames(samples: int, kernels: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, bool]:
+    """The feature encoder's frame count for ``samples``, and whether every conv divided exactly."""
+    length, exact = samples, True
+    for k, s in zip(kernels, strides, strict=True):
+        exact = exact and (length - k) % s == 0
+        length = (length - k) // s + 1
+    return length, exact
+
+
+@pytest.mark.parametrize(
+    ("kernels", "strides"),
+    [((10, 3, 3, 3, 3, 2, 2), (5, 2, 2, 2, 2, 2, 2)), ((10, 3, 3), (5, 2, 2))],  # the default config, the zoo's small one
+)
+def test_wav2vec2_audio_lengths_on_cuda_give_frames_in_eights(kernels: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    """On CUDA export refused a free ``samples`` (the GPU zoo run): the zoo gives wav2vec2 lengths
+    whose frame count is 8*k, with every conv's division exact, within 1 s..20 s."""
+    from types import SimpleNamespace
+
+    from zoo import models
+
+    cfg = SimpleNamespace(conv_kernel=kernels, conv_stride=strides)
+    dim, example = models._frames_of_8(cfg, 16000, 320000)
+    root = dim.root
+    assert root.__name__ == "frames8"
+    assert example == dim.fn(root.min) and 16000 <= example
+    assert dim.fn(root.max) <= 320000 < dim.fn(root.max + 1)
+    assert dim.fn(root.min - 1) < 16000
+    for k in (root.min, root.min + 1, (root.min + root.max) // 2, root.max):
+        frames, exact = _frames(dim.fn(k), kernels, strides)
+        assert frames == 8 * k and exact, (k, frames)

@@ -1,0 +1,44 @@
+"""The zoo's ratios: build / bare export + compile, build / the bare script's whole process
+(``zoo.parity.bare_process_s``), and the twin-schedule A/B table (``zoo.ab``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from zoo import ab, parity
+
+
+def _bare(**kw: Any) -> dict[str, Any]:
+    base = {"ok": True, "seconds": 100.0, "wall_s": 130.0, "eager_s": 4.0, "load_s": 2.0, "run_s": 1.0}
+    return {**base, **kw}
+
+
+def test_the_bare_process_leaves_out_what_only_the_zoo_does() -> None:
+    # the child's wall less the eager reference run, the load and the run of the package
+    assert parity.bare_process_s(_bare()) == pytest.approx(123.0)
+    # a run that did not record them has no such figure (never the flattering wall time instead)
+    assert parity.bare_process_s(_bare(eager_s=None)) is None
+    assert parity.bare_process_s(_bare(wall_s=None)) is None
+
+
+def _result(name: str, bare: dict[str, Any] | None, build_s: float | None, twin_s: float = 10.0) -> dict[str, Any]:
+    build: dict[str, Any] = {"ok": build_s is not None, "seconds": build_s}
+    if build_s is not None:
+        build["phases"] = {"debug_twin": {"status": "passed", "seconds": twin_s}}
+    return {"name": name, "bare": bare, "build": build}
+
+
+def test_ab_rows_divide_both_runs_by_run_as_bare_times() -> None:
+    a = {"jobs": 2, "build_args": ["--twin-schedule", "after"], "results": [_result("m1", _bare(), 130.0), _result("m2", _bare(seconds=50.0), None)]}
+    b = {"jobs": 2, "build_args": ["--twin-schedule", "concurrent"], "results": [_result("m1", None, 110.0, 2.0), _result("m2", None, 60.0)]}
+    m1, m2 = ab.rows(a, b)
+    assert (m1["a_ratio"], m1["b_ratio"]) == (1.3, 1.1)
+    assert (m1["a_process"], m1["b_process"]) == (round(130 / 123, 2), round(110 / 123, 2))
+    assert (m1["a_twin_s"], m1["b_twin_s"]) == (10.0, 2.0)
+    # a build that did not finish has no ratio; the other run's still does
+    assert m2["a_ratio"] is None and m2["b_ratio"] == 1.2
+    text = ab.markdown(a, b)
+    assert "`--twin-schedule after`: build / bare median 1.30 over 1 model(s)" in text
+    assert "`--twin-schedule concurrent`: build / bare median 1.15 over 2 model(s)" in text
