@@ -165,8 +165,9 @@ def cli() -> None:
     "--dynamic",
     "dynamic",
     multiple=True,
-    metavar="IN:DIM=NAME[:MIN..MAX]",
-    help="A dynamic dimension, e.g. x:0=batch:1..64 (repeat; a shared NAME ties sizes together).",
+    metavar="IN:DIM=[A*]NAME[+B][:MIN..MAX]",
+    help="A dynamic dimension, e.g. x:0=batch:1..64 (repeat; a shared NAME ties sizes together). "
+    "A derived size, as torch.export suggests for multiples: ids:1=8*seq8:1..64 (the range is NAME's).",
 )
 @click.option(
     "--inductor-config",

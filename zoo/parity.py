@@ -405,6 +405,8 @@ def guard_step(name: str, pkg: str, out_dir: str, timeout: float) -> dict[str, A
         rc, seconds, tail = _run(cmd, env, timeout, os.path.join(out_dir, f"{name}.guard.log"))
         result = _load_json(result_path) or {"ok": False, "error": f"the guard child ended ({rc}) without a result: {tail[-300:]}"}
     result.update(exit_code=rc, seconds=seconds)
+    if not result.get("ok"):  # what torch's loader printed (its exception names only the C++ call that failed)
+        result["log_tail"] = tail[-1500:]
     if result.get("imported"):
         result["ok"] = False
         result["error"] = f"the guard child imported {', '.join(result['imported'])}"
@@ -475,7 +477,15 @@ def run_model(
             r[step]["deadline"] = True  # cut by the run's deadline, not by its own timeout: not a verdict
             r["incomplete"] = "deadline"
         _progress(name, step, _summary(r[step]))
+    return judge(r)
+
+
+def judge(r: dict[str, Any]) -> dict[str, Any]:
+    """``r`` with its ratios (build / bare) and its verdicts (``aoti_guard_ok``, ``parity``) set
+    from its steps; also for a result given an earlier run's bare path (``merge_runs``)."""
     b, g = r.get("bare"), r["build"]
+    g.pop("ratio", None)
+    g.pop("ratio_process", None)
     if b is not None and b.get("ok") and g.get("ok") and b.get("seconds") and g.get("seconds"):  # a failed or cut build has no ratio
         g["ratio"] = round(g["seconds"] / b["seconds"], 2)
         process = bare_process_s(b)
@@ -611,7 +621,7 @@ def _bare_cell(r: dict[str, Any]) -> str:
     if b is None:
         return "not run"
     if b.get("ok"):
-        return f"ok {_g(b.get('seconds'))} s"
+        return f"ok {_g(b.get('seconds'))} s" + (f" (run of {b['from_run']})" if b.get("from_run") else "")
     return f"failed at {b.get('phase')}: {(b.get('error') or '')[:120]}"
 
 
@@ -659,15 +669,21 @@ def public_command(command: str) -> str:
 
 def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several saved runs as one (the GPU run is split over calls): results in order, a later
-    run's result for a model replacing an earlier one's; every command kept."""
+    run's result for a model replacing an earlier one's; every command kept. A later result
+    without the bare path (``--no-bare``) keeps the earlier one's bare path as its baseline, marked
+    with the run it came from, and its ratios and parity are judged against it."""
     if len(runs) == 1:
         return dict(runs[0])
     merged = dict(runs[0])
     by_name: dict[str, dict[str, Any]] = {}
     for run in runs:
         for r in run.get("results", []):
-            by_name.pop(r["name"], None)
-            by_name[r["name"]] = r
+            earlier = by_name.pop(r["name"], None)
+            if r.get("bare") is None and earlier is not None and earlier.get("bare") is not None:
+                # a --no-bare rerun (the GPU session re-running only aoti-guard's steps): the
+                # earlier run's bare path stays the baseline, and says where it came from
+                r = judge({**r, "build": dict(r["build"]), "bare": {**earlier["bare"], "from_run": earlier.get("run_started")}})
+            by_name[r["name"]] = {**r, "run_started": r.get("run_started") or run.get("started")}
     names = [n for run in runs for n in run.get("names", [])]
     merged["results"] = list(by_name.values())
     merged["not_run"] = [n for n in dict.fromkeys(names) if n not in by_name]

@@ -64,6 +64,13 @@ def _weightless(exc: ChildFailure, rep: Reporter) -> bool:
 _OOM = re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
 
 
+_GPU_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|HIP out of memory")
+
+
+def _gpu_out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and bool(_GPU_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
+
+
 def _out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
     return isinstance(exc, ChildRaised) and bool(_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
 
@@ -106,6 +113,13 @@ TABLE: tuple[_Row, ...] = (
         _cuda_fault,
         "cuda",
         "the escalate phase reruns it with blocking launches, the twin and the sanitizer to name the kernel",
+    ),
+    _Row(
+        ChildRaised,
+        _gpu_out_of_memory,
+        "error",
+        "the GPU ran out of memory: other processes may hold it (nvidia-smi lists them), or this input needs more than the GPU "
+        "has: free the GPU, or lower the dynamic dimensions' maximum",
     ),
     _Row(
         ChildRaised,

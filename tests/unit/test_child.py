@@ -166,6 +166,21 @@ def test_a_device_assert_in_a_run_is_run_device_assert_naming_the_line() -> None
     assert failure_finding(cpu, "running", "run", Reporter("golden")).code == "run.error"
 
 
+def test_a_gpu_out_of_memory_gets_the_gpu_hint_not_the_ulimit_one() -> None:
+    """The GPU zoo: gpt2's compiled run at its max sample raised torch's OutOfMemoryError in the
+    validation child; the host-memory hint (ulimit, the container's limit) sent a user the wrong way."""
+    from runtime_probe.child.failures import Reporter, failure_finding
+    from runtime_probe.child.worker import ChildRaised
+
+    message = "CUDA out of memory. Tried to allocate 3.07 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.2 GiB is free."
+    gpu = ChildRaised("run", "", "", 0.1, evidence={"type": "OutOfMemoryError", "message": message})
+    f = failure_finding(gpu, "running the compiled release model on golden sample max", "run", Reporter("golden"))
+    assert f.code == "run.error" and "GPU ran out of memory" in (f.hint or "") and "nvidia-smi" in (f.hint or "")
+    host = ChildRaised("run", "", "", 0.1, evidence={"type": "MemoryError", "message": "std::bad_alloc"})
+    h = failure_finding(host, "running", "run", Reporter("golden"))
+    assert "ulimit" in (h.hint or "") and "GPU" not in (h.hint or "")
+
+
 def test_the_input_that_broke_the_table_bounds_is_named(tmp_path: Path) -> None:
     import torch
 

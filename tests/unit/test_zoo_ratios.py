@@ -31,8 +31,16 @@ def _result(name: str, bare: dict[str, Any] | None, build_s: float | None, twin_
 
 
 def test_ab_rows_divide_both_runs_by_run_as_bare_times() -> None:
-    a = {"jobs": 2, "build_args": ["--twin-schedule", "after"], "results": [_result("m1", _bare(), 130.0), _result("m2", _bare(seconds=50.0), None)]}
-    b = {"jobs": 2, "build_args": ["--twin-schedule", "concurrent"], "results": [_result("m1", None, 110.0, 2.0), _result("m2", None, 60.0)]}
+    a = {
+        "jobs": 2,
+        "build_args": ["--twin-schedule", "after"],
+        "results": [_result("m1", _bare(), 130.0), _result("m2", _bare(seconds=50.0), None)],
+    }
+    b = {
+        "jobs": 2,
+        "build_args": ["--twin-schedule", "concurrent"],
+        "results": [_result("m1", None, 110.0, 2.0), _result("m2", None, 60.0)],
+    }
     m1, m2 = ab.rows(a, b)
     assert (m1["a_ratio"], m1["b_ratio"]) == (1.3, 1.1)
     assert (m1["a_process"], m1["b_process"]) == (round(130 / 123, 2), round(110 / 123, 2))
@@ -42,3 +50,30 @@ def test_ab_rows_divide_both_runs_by_run_as_bare_times() -> None:
     text = ab.markdown(a, b)
     assert "`--twin-schedule after`: build / bare median 1.30 over 1 model(s)" in text
     assert "`--twin-schedule concurrent`: build / bare median 1.15 over 2 model(s)" in text
+
+
+def _full(name: str, bare: dict[str, Any] | None, build_s: float | None, *, ok: bool = True) -> dict[str, Any]:
+    r = _result(name, bare, build_s)
+    r["probe"] = {"ok": ok}
+    r["guard"] = {"ok": ok}
+    if bare is None:
+        del r["bare"]
+    return parity.judge(r)
+
+
+def test_a_no_bare_rerun_keeps_the_earlier_bare_as_its_baseline() -> None:
+    first = {
+        "started": "T1",
+        "results": [_full("bert", _bare(), None, ok=False), _full("gpt2", _bare(ok=False, seconds=None), None, ok=False)],
+    }
+    assert first["results"][0]["parity"] is False  # the bare path packaged it, aoti-guard did not
+    rerun = {"started": "T2", "results": [_full("bert", None, 150.0), _full("gpt2", None, 90.0)]}
+    assert rerun["results"][0]["build"].get("ratio") is None  # no baseline in the rerun itself
+    merged = {r["name"]: r for r in parity.merge_runs([first, rerun])["results"]}
+    bert = merged["bert"]
+    assert bert["bare"]["from_run"] == "T1" and bert["parity"] is True
+    assert bert["build"]["ratio"] == 1.5 and bert["build"]["ratio_process"] == round(150 / 123, 2)
+    assert "(run of T1)" in parity._bare_cell(bert)
+    assert merged["gpt2"]["parity"] is True and merged["gpt2"]["build"].get("ratio") is None  # bare failed: no ratio
+    # the saved runs themselves are left as they were
+    assert rerun["results"][0]["build"].get("ratio") is None and "from_run" not in first["results"][0]["bare"]

@@ -218,6 +218,7 @@ def run_validation(
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
     run = ChildRun(worker, golden_path, index_all, contract, options.device, device_index, work, options.timeout_s)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
+    _free_cached_gpu_memory(options.device)
     with reference_onnx.reference(ep, work, golden_path, index_all, contract, options, note) as reference:
         facts: dict[str, Any] = {}
         try:
@@ -249,6 +250,22 @@ def run_validation(
             out.findings += twin_findings
         _keep_samples(out, contract, samples, options.golden_max_bytes)
         return out
+
+
+def _free_cached_gpu_memory(device: str) -> None:
+    """Hand back the GPU memory this process cached for the eager and float64 runs.
+
+    The compiled model runs in the validation child, a process of its own: memory that torch's
+    caching allocator keeps here after the references' largest sample is memory the child cannot
+    have. At full size the float64 copy of a model at its max sample is the largest thing this
+    process ever allocates (in the GPU zoo, gpt2's compiled run at batch 32 x 512 tokens ran out of GPU
+    memory in the child, nine builds sharing the GPU)."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _keep_samples(out: Validation, contract: IOContract, samples: Sequence[Sample], cap: int) -> None:
