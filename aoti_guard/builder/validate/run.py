@@ -264,7 +264,7 @@ def _free_cached_gpu_memory(device: str) -> None:
         return
     import torch
 
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.empty_cache()
 
 
