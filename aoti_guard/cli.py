@@ -23,7 +23,7 @@ from aoti_guard.builder.options import BuildOptions
 from aoti_guard.container.probe import ImageProbeOptions
 from runtime_probe._version import __version__
 from runtime_probe.cli import check_outputs, emit_report, error_report, log_report_lines, report_inputs, write_error_reports
-from runtime_probe.errors import GuardError, UsageError
+from runtime_probe.errors import GuardError, UsageError, environment_error
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
 from runtime_probe.progress import Progress
 from runtime_probe.report import Report
@@ -187,7 +187,8 @@ def cli() -> None:
     default="auto",
     show_default=True,
     help="Where the twin compiles: concurrent (a child process beside the release compile), after (here, after the release "
-    "model, reusing its Triton kernels); auto: concurrent on CPU, after on CUDA.",
+    "model, reusing its Triton kernels: one compile of them, for a host short of CPU); auto: concurrent "
+    "(measured faster on CPU and on an H100).",
 )
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option(
@@ -571,6 +572,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error_report(args, exc)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - a bug in aoti-guard: keep the traceback, exit 3
+        machine = environment_error(exc)
+        if machine is not None:  # a full disk: the machine's doing, said as such
+            click.echo(f"error: {machine}", err=True)
+            _error_report(args, machine)
+            return machine.exit_code
         fd, path = tempfile.mkstemp(prefix="aoti-guard-crash-", suffix=".txt")
         with os.fdopen(fd, "w") as fh:
             traceback.print_exc(file=fh)

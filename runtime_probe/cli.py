@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from runtime_probe._version import __version__
-from runtime_probe.errors import GuardError, ToolError, UsageError
+from runtime_probe.errors import GuardError, ToolError, UsageError, environment_error
 from runtime_probe.findings import Finding, error
 from runtime_probe.output import STDOUT, check_report_path, is_stdout
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, add_to_parser, outputs_of, probe_options
@@ -188,6 +188,11 @@ def run_guarded(kind: str, package: str | None, values: dict[str, Any], body: Ca
         write_error_reports(error_report(kind, package, ToolError("interrupted")), outputs, report_inputs(package, values))
         return 3
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, keep the traceback, exit 3
+        machine = environment_error(exc)
+        if machine is not None:  # a full disk: the machine's doing, said as such
+            print(f"error: {machine}", file=sys.stderr)
+            write_error_reports(error_report(kind, package, machine), outputs, report_inputs(package, values))
+            return machine.exit_code
         print(f"error: {kind} failed unexpectedly (this is a bug in runtime_probe):", file=sys.stderr)
         traceback.print_exc()
         write_error_reports(error_report(kind, package, exc), outputs, report_inputs(package, values))

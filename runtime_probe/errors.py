@@ -8,9 +8,10 @@ apart and say "this is a bug" instead of blaming the user.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 
-__all__ = ["GuardError", "InputContractError", "PackageRejected", "ToolError", "UsageError"]
+__all__ = ["GuardError", "InputContractError", "PackageRejected", "ToolError", "UsageError", "environment_error"]
 
 
 class GuardError(Exception):
@@ -117,3 +118,23 @@ class ConstantsContractError(GuardError, ValueError):
         self.constant = constant
         self.expected = expected
         self.found = found
+
+
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+
+
+def environment_error(exc: BaseException) -> ToolError | None:
+    """The ToolError for an exception the machine caused rather than the tool: a full disk.
+
+    The GPU zoo ran nine full-size builds on a 64 GB disk; the ones that hit the full disk in
+    the build process itself ended as "failed unexpectedly (a bug)", sending the user to us
+    instead of to the disk."""
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        where = exc.filename if isinstance(exc.filename, str) else None
+        return ToolError(
+            f"{_FULL[exc.errno]}" + (f" writing {where}" if where else ""),
+            hint="free disk space where the run writes: the output's folder (the build's work folder is "
+            "made beside -o), TMPDIR, and Inductor's cache (TORCHINDUCTOR_CACHE_DIR); a full-size build "
+            "needs several times its package's size",
+        )
+    return None

@@ -154,7 +154,9 @@ def _first_error(report: dict[str, Any]) -> str | None:
     for phase in report.get("phases", []):
         for f in phase.get("findings", []):
             if f.get("severity") == "error":
-                return f"{f.get('code')}: {str(f.get('message'))[:300]}"
+                # a tool.* finding's message is generic ("failed unexpectedly"): the exception says what
+                exception = (f.get("evidence") or {}).get("exception") if str(f.get("code")).startswith("tool.") else None
+                return f"{f.get('code')}: {str(f.get('message'))[:300]}" + (f" ({str(exception)[:300]})" if exception else "")
     return None
 
 
@@ -573,9 +575,14 @@ def run_parity(
     deadline: float | None = None,
     on_result: Callable[[list[dict[str, Any]]], None] | None = None,
     build_args: Sequence[str] = (),
+    keep_packages: bool = True,
 ) -> list[dict[str, Any]]:
     """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
-    not started before ``deadline`` is left out)."""
+    not started before ``deadline`` is left out).
+
+    ``keep_packages=False`` deletes each model's packages once its steps are done: at full size
+    they are GBs each, and the GPU run of nine models at once filled its machine's 64 GB disk
+    (ENOSPC in three builds and a load). The results keep every figure; the JSON is the record."""
     os.makedirs(out_dir, exist_ok=True)
     done: dict[str, dict[str, Any]] = {}
 
@@ -584,6 +591,10 @@ def run_parity(
             _progress(name, "parity", "not started (deadline)")
             return
         r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline, build_args=build_args)
+        if not keep_packages:
+            for path in (os.path.join(out_dir, f"{name}.pt2"), os.path.join(out_dir, f"{name}.rejected.pt2")):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
         with _LOCK:
             done[name] = r
             ordered = [done[n] for n in names if n in done]
@@ -910,6 +921,7 @@ def main(argv: list[str] | None = None) -> int:
             deadline=None if ns.deadline is None else time.monotonic() + ns.deadline,
             on_result=save,
             build_args=ns.build_arg,
+            keep_packages=keep,
         )
     finally:
         if not keep:

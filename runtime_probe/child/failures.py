@@ -64,6 +64,13 @@ def _weightless(exc: ChildFailure, rep: Reporter) -> bool:
 _OOM = re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
 
 
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]")
+
+
+def _disk_full(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and bool(_DISK_FULL.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
+
+
 _GPU_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|HIP out of memory")
 
 
@@ -113,6 +120,12 @@ TABLE: tuple[_Row, ...] = (
         _cuda_fault,
         "cuda",
         "the escalate phase reruns it with blocking launches, the twin and the sanitizer to name the kernel",
+    ),
+    _Row(
+        ChildRaised,
+        _disk_full,
+        "error",
+        "the disk is full: the package is extracted under TMPDIR to load it; free space there (or point TMPDIR at a larger disk)",
     ),
     _Row(
         ChildRaised,

@@ -77,3 +77,37 @@ def test_a_no_bare_rerun_keeps_the_earlier_bare_as_its_baseline() -> None:
     assert merged["gpt2"]["parity"] is True and merged["gpt2"]["build"].get("ratio") is None  # bare failed: no ratio
     # the saved runs themselves are left as they were
     assert rerun["results"][0]["build"].get("ratio") is None and "from_run" not in first["results"][0]["bare"]
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_packages_go_once_a_model_is_done_unless_kept(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, keep: bool) -> None:
+    """The GPU run of nine full-size models filled the machine's disk: without --out each model's
+    packages are deleted once its steps are done."""
+    import os
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        for suffix in (".pt2", ".rejected.pt2", ".build.log"):
+            (tmp_path / f"{name}{suffix}").write_text("x")
+        return {"name": name, "parity": True}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    results = parity.run_parity(["m1", "m2"], size="small", device="cpu", out_dir=str(tmp_path), timeout=10, jobs=2, keep_packages=keep)
+    assert [r["name"] for r in results] == ["m1", "m2"]
+    left = sorted(os.listdir(tmp_path))
+    if keep:
+        assert left == sorted(f"{n}{s}" for n in ("m1", "m2") for s in (".pt2", ".rejected.pt2", ".build.log"))
+    else:
+        assert left == ["m1.build.log", "m2.build.log"]  # the logs stay with the run's folder
+
+
+def test_a_tool_failure_keeps_its_exception_in_the_summary() -> None:
+    finding = {
+        "severity": "error",
+        "code": "tool.bug",
+        "message": "build failed unexpectedly (a bug)",
+        "evidence": {"exception": "OSError: [Errno 28] No space left on device"},
+    }
+    report = {"phases": [{"name": "cli", "findings": [finding]}]}
+    assert parity._first_error(report) == "tool.bug: build failed unexpectedly (a bug) (OSError: [Errno 28] No space left on device)"
+    finding["code"] = "build.export_failed"
+    assert parity._first_error(report) == "build.export_failed: build failed unexpectedly (a bug)"
