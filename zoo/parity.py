@@ -693,12 +693,15 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if r.get("bare") is None and earlier is not None and earlier.get("bare") is not None:
                 # a --no-bare rerun (the GPU session re-running only aoti-guard's steps): the
                 # earlier run's bare path stays the baseline, and says where it came from
-                r = judge({**r, "build": dict(r["build"]), "bare": {**earlier["bare"], "from_run": earlier.get("run_started")}})
+                measured = earlier["bare"].get("from_run") or earlier.get("run_started")  # a chain of reruns: the first
+                r = judge({**r, "build": dict(r["build"]), "bare": {**earlier["bare"], "from_run": measured}})
             by_name[r["name"]] = {**r, "run_started": r.get("run_started") or run.get("started")}
     names = [n for run in runs for n in run.get("names", [])]
     merged["results"] = list(by_name.values())
     merged["not_run"] = [n for n in dict.fromkeys(names) if n not in by_name]
     merged["commands"] = [str(run.get("command", "")) for run in runs]
+    jobs = sorted({int(run.get("jobs") or 1) for run in runs})
+    merged["jobs"] = jobs[0] if len(jobs) == 1 else f"{jobs[0]} to {jobs[-1]} (per command, below)"
     merged["started"] = min(str(run.get("started")) for run in runs)
     merged["finished"] = max(str(run.get("finished") or run.get("started")) for run in runs)
     return merged

@@ -75,6 +75,10 @@ def test_a_no_bare_rerun_keeps_the_earlier_bare_as_its_baseline() -> None:
     assert bert["build"]["ratio"] == 1.5 and bert["build"]["ratio_process"] == round(150 / 123, 2)
     assert "(run of T1)" in parity._bare_cell(bert)
     assert merged["gpt2"]["parity"] is True and merged["gpt2"]["build"].get("ratio") is None  # bare failed: no ratio
+    # a second rerun still names the run that measured the bare path
+    again = {"started": "T3", "results": [_full("bert", None, 140.0)]}
+    chained = {r["name"]: r for r in parity.merge_runs([first, rerun, again])["results"]}
+    assert chained["bert"]["bare"]["from_run"] == "T1" and chained["bert"]["build"]["ratio"] == 1.4
     # the saved runs themselves are left as they were
     assert rerun["results"][0]["build"].get("ratio") is None and "from_run" not in first["results"][0]["bare"]
 
