@@ -14,7 +14,7 @@ import json
 import statistics
 from typing import Any
 
-from zoo.parity import bare_process_s
+from zoo.parity import judge
 
 
 def _twin_s(build: dict[str, Any]) -> float | None:
@@ -28,21 +28,22 @@ def _label(run: dict[str, Any]) -> str:
 
 
 def rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per model both runs built: seconds and ratios; None where a run did not finish it."""
+    """One row per model both runs built: seconds and ratios; None where a run did not finish it.
+    Run B's builds are judged against run A's bare path (``parity.judge``, as ``--report`` does)."""
     by_name_b = {r["name"]: r for r in b.get("results", [])}
     out = []
     for ra in a.get("results", []):
         rb = by_name_b.get(ra["name"])
         bare = ra.get("bare") or {}
         row: dict[str, Any] = {"name": ra["name"], "bare_s": bare.get("seconds") if bare.get("ok") else None}
-        process = bare_process_s(bare) if bare.get("ok") else None
-        for key, r in (("a", ra), ("b", rb)):
+        judged_b = judge({**rb, "build": dict(rb["build"]), "bare": ra.get("bare")}) if rb is not None else None
+        for key, r in (("a", judge({**ra, "build": dict(ra["build"])})), ("b", judged_b)):
             g = (r or {}).get("build") or {}
             ok = bool(g.get("ok"))
             row[f"{key}_s"] = g.get("seconds") if ok else None
             row[f"{key}_twin_s"] = _twin_s(g) if ok else None
-            row[f"{key}_ratio"] = round(g["seconds"] / row["bare_s"], 2) if ok and row["bare_s"] else None
-            row[f"{key}_process"] = round(g["seconds"] / process, 2) if ok and process else None
+            row[f"{key}_ratio"] = g.get("ratio")
+            row[f"{key}_process"] = g.get("ratio_process")
         out.append(row)
     return out
 

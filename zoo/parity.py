@@ -493,7 +493,7 @@ def judge(r: dict[str, Any]) -> dict[str, Any]:
         process = bare_process_s(b)
         if process:
             g["ratio_process"] = round(g["seconds"] / process, 2)
-    ours = bool(g.get("ok") and r["probe"].get("ok") and r["guard"].get("ok"))
+    ours = bool(g.get("ok") and (r.get("probe") or {}).get("ok") and (r.get("guard") or {}).get("ok"))
     r["aoti_guard_ok"] = ours
     r["parity"] = ours or (b is not None and not b.get("ok") and not b.get("skipped"))
     if r.get("incomplete") and not r["parity"]:

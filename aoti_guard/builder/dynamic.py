@@ -39,10 +39,6 @@ class DynamicDim:
     mul: int = 1  # the size is mul * NAME + add
     add: int = 0
 
-    @property
-    def derived(self) -> bool:
-        return (self.mul, self.add) != (1, 0)
-
 
 def parse_dynamic(flags: Sequence[str]) -> list[DynamicDim]:
     """Parse the flags. Raises UsageError naming the bad flag and the expected syntax."""

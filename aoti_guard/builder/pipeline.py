@@ -304,7 +304,7 @@ def compile_step(st: BuildState) -> StepResult:
     )
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
-    if st.options.debug_twin and twin_mod.schedule(st.options.device, st.options.twin_schedule) == "concurrent":
+    if st.options.debug_twin and twin_mod.schedule(st.options.twin_schedule) == "concurrent":
         twin_configs = compile_mod.twin_configs(st.configs)
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(st.ep, twin_configs, _twin_dir(st), _twin_path(st), layout.TWIN_MODEL)
         if st.twin_child is not None:

@@ -1,7 +1,7 @@
 """The debug twin: the release program compiled again with NaN asserts and the kernel-name printer
 (``compile.TWIN_CONFIGS``), where it costs the build least.
 
-``schedule(device, requested)`` says where (``--twin-schedule`` overrides ``auto``); ``auto`` is
+``schedule(requested)`` says where (``--twin-schedule`` overrides ``auto``); ``auto`` is
 ``"concurrent"`` on every device: in a child process started before the release compile.
 
 - CPU: the twin is a second whole g++ compile of the model, 0.59 of the bare path's time (median
@@ -53,7 +53,7 @@ CHILD_MODULE = "aoti_guard.builder.twin_child"
 SCHEDULES = ("auto", "concurrent", "after")
 
 
-def schedule(device: str, requested: str = "auto") -> str:
+def schedule(requested: str = "auto") -> str:
     """``"concurrent"`` (a child beside the release compile) or ``"after"`` (here, after it):
     ``requested`` (``--twin-schedule``) unless it is ``"auto"``, which is concurrent."""
     if requested != "auto":

@@ -61,25 +61,26 @@ def _weightless(exc: ChildFailure, rep: Reporter) -> bool:
     return no_weights(rep.manifest, rep.weights_given)
 
 
-_OOM = re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
+def _raised_text(exc: ChildFailure) -> str:
+    """What a child that raised said: its exception, then the end of its stderr."""
+    assert isinstance(exc, ChildRaised)
+    return f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"
 
 
-_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]")
+def _raised_matching(pattern: re.Pattern[str]) -> Callable[[ChildFailure, Reporter], bool]:
+    """A row's condition: the child raised, and its text matches ``pattern``."""
+
+    def when(exc: ChildFailure, rep: Reporter) -> bool:
+        return isinstance(exc, ChildRaised) and bool(pattern.search(_raised_text(exc)))
+
+    return when
 
 
-def _disk_full(exc: ChildFailure, rep: Reporter) -> bool:
-    return isinstance(exc, ChildRaised) and bool(_DISK_FULL.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
-
-
-_GPU_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|HIP out of memory")
-
-
-def _gpu_out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
-    return isinstance(exc, ChildRaised) and bool(_GPU_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
-
-
-def _out_of_memory(exc: ChildFailure, rep: Reporter) -> bool:
-    return isinstance(exc, ChildRaised) and bool(_OOM.search(f"{exc.error_type}: {exc.message}\n{exc.stderr[-4000:]}"))
+_disk_full = _raised_matching(re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]"))
+_gpu_out_of_memory = _raised_matching(re.compile(r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|HIP out of memory"))
+_out_of_memory = _raised_matching(
+    re.compile(r"MemoryError|std::bad_alloc|can't allocate memory|Cannot allocate memory|out of memory", re.I)
+)
 
 
 _CUDA_TEXT = re.compile(r"CUDA error|cudaError|device-side assert|Assertion .{0,300} failed")

@@ -13,11 +13,11 @@ from runtime_probe.errors import UsageError
 def test_plain_and_derived_flags_parse() -> None:
     dims = parse_dynamic(["ids:0=batch:1..8", "ids:1=8*seq8:1..64", "labels:1=seq8+1", "mask:1=2*seq8+3"])
     assert dims[0] == DynamicDim("ids", 0, "batch", 1, 8)
-    assert dims[1] == DynamicDim("ids", 1, "seq8", 1, 64, 8, 0) and dims[1].derived
+    assert dims[1] == DynamicDim("ids", 1, "seq8", 1, 64, 8, 0)
     # the range given once holds for every use of the name
     assert dims[2] == DynamicDim("labels", 1, "seq8", 1, 64, 1, 1)
     assert dims[3] == DynamicDim("mask", 1, "seq8", 1, 64, 2, 3)
-    assert not dims[0].derived
+    assert (dims[0].mul, dims[0].add) == (1, 0)
 
 
 @pytest.mark.parametrize("flag", ["ids:1=0*seq:1..4", "ids:1=8*:1..4", "ids:1=seq-1", "ids:1=8x*seq", "ids:1=seq*8"])

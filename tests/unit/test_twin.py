@@ -50,11 +50,10 @@ def program() -> Any:
 def test_schedule_puts_the_twin_in_a_child_on_cpu_and_cuda() -> None:
     """On CUDA the twin compiled after the release model until the GPU A/B (docs/zoo.md, "The
     twin's schedule on the GPU": build / bare 1.28 in a child against 1.40 after)."""
-    assert twin.schedule("cpu") == "concurrent"
-    assert twin.schedule("cuda") == "concurrent"
-    assert twin.schedule("cuda:1") == "concurrent"
-    assert twin.schedule("cuda", "after") == "after"  # --twin-schedule wins
-    assert twin.schedule("cpu", "after") == "after"
+    assert twin.schedule() == "concurrent"  # auto, whatever the device
+    assert twin.schedule("auto") == "concurrent"
+    assert twin.schedule("after") == "after"  # --twin-schedule wins
+    assert twin.schedule("concurrent") == "concurrent"
 
 
 def test_an_unknown_twin_schedule_is_a_usage_error(tmp_path: Path) -> None:

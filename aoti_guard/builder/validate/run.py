@@ -217,8 +217,8 @@ def run_validation(
         fh.write(golden_all)
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
     run = ChildRun(worker, golden_path, index_all, contract, options.device, device_index, work, options.timeout_s)
-    # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
     _free_cached_gpu_memory(options.device)
+    # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
     with reference_onnx.reference(ep, work, golden_path, index_all, contract, options, note) as reference:
         facts: dict[str, Any] = {}
         try:
