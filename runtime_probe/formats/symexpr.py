@@ -12,7 +12,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
-__all__ = ["ExprError", "compile_expr", "free_symbols", "is_symbol"]
+__all__ = ["ExprError", "compile_expr", "free_symbols", "is_symbol", "solve_for"]
 
 Env = Mapping[str, int]
 Fn = Callable[[Env], int]
@@ -116,3 +116,34 @@ def _compile(node: ast.expr, depth: int) -> Fn:
         args = [_compile(a, depth + 1) for a in node.args]
         return lambda env: fn(*(a(env) for a in args))
     raise ExprError(f"unsupported size expression element {ast.dump(node)[:80]}")
+
+
+def solve_for(expr: str, name: str, size: int, known: Env, lo: int = 0, hi: int | None = None, *, search: bool = True) -> int | None:
+    """The value of ``name`` (from ``lo`` up; the search stops at ``hi``) that makes ``expr`` equal
+    ``size`` (the other symbols from ``known``), or None when there is none.
+
+    Affine expressions (``8*k``, ``k + 1``) are inverted from two evaluations. Anything else is
+    searched over the range (small for real sizes) when ``search``; without it, an expression that
+    is not affine gives None too. A ``size`` that an affine expression cannot reach (24 for
+    ``16*k``) gives None either way.
+    """
+    try:
+        fn = compile_expr(expr)
+
+        def at(v: int) -> int:
+            return int(fn({**known, name: v}))
+
+        a, b = at(lo + 1) - at(lo), at(lo)
+        if a != 0 and (size - b) % a == 0:
+            guess = lo + (size - b) // a
+            if guess >= lo and at(guess) == size:
+                return guess
+        if not search:
+            return None
+        top = hi if hi is not None else max(size, 1) * 2 + 2
+        for v in range(lo, min(top, lo + 100_000) + 1):
+            if at(v) == size:
+                return v
+    except (ExprError, ZeroDivisionError, ValueError):
+        return None
+    return None

@@ -266,3 +266,43 @@ def test_the_flat_run_takes_the_leaves_in_the_exports_order_not_forwards() -> No
     out = model(cache={"key_cache.0": k, "value_cache.0": v}, ids=ids)
     assert runner.seen[0] is ids and runner.seen[1] is k and runner.seen[2] is v
     assert isinstance(out, NamedOutputs)
+
+
+def _phantom_manifest() -> Manifest:
+    """ids and mask [batch, 8*seq8], image [1, 3, 16*h16, 16*h16]: seq8 and h16 only appear
+    multiplied, as the zoo's text models on CUDA and timm's vit give them (no input carries them
+    plainly)."""
+    import json
+
+    m = copy.deepcopy(minimal())
+    batch = {"expr": "batch", "min": 1, "max": 8}
+    seq = {"expr": "8*seq8", "min": 8, "max": 64}
+    side = {"expr": "16*h16", "min": 16, "max": 256}
+    m["io"]["params"] = [{"name": n, "kind": "positional_or_keyword", "passed": "positional"} for n in ("ids", "mask", "image")]
+    m["io"]["inputs"] = [
+        {"name": "ids", "param": "ids", "kind": "tensor", "index": 0, "tensor": _tensor("int64", [batch, seq], ["8*seq8", 1])},
+        {"name": "mask", "param": "mask", "kind": "tensor", "index": 1, "tensor": _tensor("int64", [batch, seq], ["8*seq8", 1])},
+        {
+            "name": "image",
+            "param": "image",
+            "kind": "tensor",
+            "index": 2,
+            "tensor": _tensor("float32", [1, 3, side, side], ["768*h16**2", "256*h16**2", "16*h16", 1]),
+        },
+    ]
+    m["io"]["symbols"] = [{"name": "batch", "min": 1, "max": 8}, {"name": "seq8", "min": 1, "max": 8}, {"name": "h16", "min": 1, "max": 16}]
+    return parse_manifest(json.dumps(m).encode())
+
+
+def test_a_size_over_a_symbol_no_input_carries_must_be_one_it_can_take() -> None:
+    """Found on timm's vit_tiny (H, W = 16*h16, a real package): a 24-pixel side was inside the
+    range [16, 256] and reached native code, and ids and mask of 8*seq8 could differ."""
+    checker = InputChecker(_phantom_manifest(), torch.device("cpu"))
+    ids, image = torch.zeros(2, 16, dtype=torch.int64), torch.randn(1, 3, 32, 32)
+    assert checker.check(ids, ids.clone(), image)[0][0] is ids  # seq8 = 2, h16 = 2
+    not_multiple = _raised(lambda: checker.check(torch.zeros(2, 12, dtype=torch.int64), torch.zeros(2, 12, dtype=torch.int64), image))
+    assert (not_multiple.code, not_multiple.argument) == ("input.range", "ids") and "never equals" in str(not_multiple)
+    odd_side = _raised(lambda: checker.check(ids, ids.clone(), torch.randn(1, 3, 24, 24)))
+    assert (odd_side.code, odd_side.argument) == ("input.range", "image")
+    disagree = _raised(lambda: checker.check(ids, torch.zeros(2, 24, dtype=torch.int64), image))
+    assert (disagree.code, disagree.argument) == ("input.range", "mask") and "'8*seq8' is 16" in str(disagree)

@@ -34,7 +34,6 @@ __all__ = [
     "coverage",
     "derive_tolerance",
     "make_samples",
-    "solve_for",
 ]
 
 MARGIN = 4.0
@@ -87,38 +86,14 @@ def _example_symbols(contract: IOContract, leaves: Sequence[Any]) -> dict[str, i
                 continue
             derived.remove((expr, size))
             if unknown:
-                found = solve_for(expr, unknown[0], size, values, bounds.get(unknown[0]))
+                bound = bounds.get(unknown[0])
+                found = _symexpr.solve_for(
+                    expr, unknown[0], size, values, bound.min if bound is not None else 0, bound.max if bound is not None else None
+                )
                 if found is not None:
                     values[unknown[0]] = found
                     solved_one = True
     return values
-
-
-def solve_for(expr: str, name: str, size: int, known: Mapping[str, int], bound: Symbol | None) -> int | None:
-    """The value of ``name`` that makes ``expr`` equal ``size`` (other symbols from ``known``), or None.
-
-    Affine expressions (``8*k``, ``k + 1``) are inverted from two evaluations; anything else is
-    searched over the symbol's range, which is small for real sizes.
-    """
-    try:
-        fn = _symexpr.compile_expr(expr)
-
-        def at(v: int) -> int:
-            return int(fn({**known, name: v}))
-
-        lo = bound.min if bound is not None else 0
-        a, b = at(lo + 1) - at(lo), at(lo)
-        if a != 0 and (size - b) % a == 0:
-            guess = lo + (size - b) // a
-            if guess >= lo and at(guess) == size:
-                return guess
-        hi = bound.max if bound is not None and bound.max is not None else max(size, 1) * 2 + 2
-        for v in range(lo, min(hi, lo + 100_000) + 1):
-            if at(v) == size:
-                return v
-    except (_symexpr.ExprError, ZeroDivisionError, ValueError):
-        return None
-    return None
 
 
 def _assignments(symbols: Sequence[Symbol], example: Mapping[str, int], rng: random.Random) -> list[tuple[str, dict[str, int]]]:
