@@ -3,17 +3,36 @@
 The test is ``|out - ref| <= atol + rtol * |ref|`` elementwise (torch.allclose's rule), computed in
 float64 so that the error itself is not rounded. NaN in ``out`` fails unless ``ref`` has NaN at the
 same place and ``equal_nan`` is set. torch is imported by the caller: these run where torch is.
+
+Every elementwise reduction here walks the two tensors in chunks of ``CHUNK`` elements. Done whole,
+the float64 copies and their temporaries came to about fifteen times the tensor's own size: for a
+language model's logits at full size (gpt2, 32 x 512 tokens: 3.3 GB in float32) that is 50 GB for
+one comparison, which is how nine builds at once ran the GPU machine out of memory (docs/zoo.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+# Elements per chunk: 4 Mi elements are 32 MB in float64, a few hundred MB with the temporaries.
+CHUNK = 1 << 22
 
-def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False) -> dict[str, Any]:
+
+def flat_chunks(*tensors: Any, size: int | None = None) -> Iterator[tuple[Any, ...]]:
+    """Aligned 1-D slices of equally shaped tensors, in row-major order, on the CPU.
+
+    A tensor that is not contiguous is copied once, in its own dtype (the order of its elements
+    is the logical one, as ``reshape(-1)`` gives it)."""
+    step = size or CHUNK
+    flat = [t.detach().to("cpu").contiguous().view(-1) for t in tensors]
+    n = flat[0].numel()
+    for start in range(0, n, step):
+        yield tuple(f[start : start + step] for f in flat)
+
+
+def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, chunk: int | None = None) -> dict[str, Any]:
     """Compare one output with its reference. Returns JSON-able numbers and ``passed``."""
-    import torch
-
     result: dict[str, Any] = {"atol": atol, "rtol": rtol}
     if tuple(out.shape) != tuple(ref.shape):
         result.update(passed=False, reason="shape", expected=list(ref.shape), found=list(out.shape))
@@ -23,41 +42,101 @@ def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = Fal
             passed=False, reason="dtype", expected=str(ref.dtype).replace("torch.", ""), found=str(out.dtype).replace("torch.", "")
         )
         return result
-    o = out.detach().to("cpu")
-    r = ref.detach().to("cpu")
-    result["numel"] = o.numel()
-    if o.numel() == 0:
+    result["numel"] = out.numel()
+    if out.numel() == 0:
         result.update(passed=True, max_abs=0.0, max_rel=0.0, nonfinite=0)
         return result
-    if not (o.is_floating_point() or o.is_complex()):
-        mismatched = int((o != r).sum().item())
-        diff = (o.to(torch.float64) - r.to(torch.float64)).abs() if o.dtype != torch.bool else (o != r).to(torch.float64)
-        result.update(passed=mismatched == 0, max_abs=float(diff.max().item()), max_rel=0.0, nonfinite=0, mismatched=mismatched)
+    if not (out.is_floating_point() or out.is_complex()):
+        result.update(_exact_stats(out, ref, chunk))
         return result
-    of = o.to(torch.complex128 if o.is_complex() else torch.float64)
-    rf = r.to(of.dtype)
-    finite_out = torch.isfinite(of)
-    nonfinite = int((~finite_out).sum().item())
-    same_special = (of == rf) | (torch.isnan(of) & torch.isnan(rf)) if equal_nan else (of == rf)
-    diff = (of - rf).abs().to(torch.float64)
-    diff = torch.where(same_special, torch.zeros_like(diff), diff)
-    diff = torch.nan_to_num(diff, nan=float("inf"))
-    ref_abs = rf.abs().to(torch.float64)
-    bound = atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0)
-    excess = diff - bound
-    ok = bool((excess <= 0).all().item())
-    rel = diff / ref_abs.clamp_min(1e-12)
-    worst = int(torch.argmax(excess).item())
-    result.update(
-        passed=ok,
-        max_abs=_finite(float(diff.max().item())),
-        max_rel=_finite(float(torch.nan_to_num(rel, nan=0.0, posinf=float("inf")).max().item())),
-        nonfinite=nonfinite,
-        ref_nonfinite=int((~torch.isfinite(rf)).sum().item()),
-        mismatched=int((excess > 0).sum().item()),
-        worst_index=_unravel(worst, tuple(o.shape)),
-    )
+    result.update(_float_stats(out, ref, atol, rtol, equal_nan, chunk))
     return result
+
+
+def _exact_stats(out: Any, ref: Any, chunk: int | None) -> dict[str, Any]:
+    """Integers and bools: every element must match."""
+    import torch
+
+    mismatched, max_abs = 0, 0.0
+    for o, r in flat_chunks(out, ref, size=chunk):
+        mismatched += int((o != r).sum().item())
+        diff = (o.to(torch.float64) - r.to(torch.float64)).abs() if o.dtype != torch.bool else (o != r).to(torch.float64)
+        max_abs = max(max_abs, float(diff.max().item()))
+    return {"passed": mismatched == 0, "max_abs": max_abs, "max_rel": 0.0, "nonfinite": 0, "mismatched": mismatched}
+
+
+def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, chunk: int | None) -> dict[str, Any]:
+    import torch
+
+    nonfinite = ref_nonfinite = mismatched = 0
+    max_abs = max_rel = 0.0
+    worst_value, worst = -float("inf"), 0
+    offset = 0
+    wide = torch.complex128 if out.is_complex() else torch.float64
+    for o, r in flat_chunks(out, ref, size=chunk):
+        of, rf = o.to(wide), r.to(wide)
+        nonfinite += int((~torch.isfinite(of)).sum().item())
+        ref_nonfinite += int((~torch.isfinite(rf)).sum().item())
+        same_special = (of == rf) | (torch.isnan(of) & torch.isnan(rf)) if equal_nan else (of == rf)
+        diff = (of - rf).abs().to(torch.float64)
+        diff = torch.where(same_special, torch.zeros_like(diff), diff)
+        diff = torch.nan_to_num(diff, nan=float("inf"))
+        ref_abs = rf.abs().to(torch.float64)
+        excess = diff - (atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0))
+        mismatched += int((excess > 0).sum().item())
+        here = int(torch.argmax(excess).item())
+        if float(excess[here].item()) > worst_value:  # strictly: the first occurrence wins, as argmax's does
+            worst_value, worst = float(excess[here].item()), offset + here
+        max_abs = max(max_abs, float(diff.max().item()))
+        rel = diff / ref_abs.clamp_min(1e-12)
+        max_rel = max(max_rel, float(torch.nan_to_num(rel, nan=0.0, posinf=float("inf")).max().item()))
+        offset += o.numel()
+    return {
+        "passed": mismatched == 0,
+        "max_abs": _finite(max_abs),
+        "max_rel": _finite(max_rel),
+        "nonfinite": nonfinite,
+        "ref_nonfinite": ref_nonfinite,
+        "mismatched": mismatched,
+        "worst_index": _unravel(worst, tuple(out.shape)),
+    }
+
+
+def max_abs_diff(a: Any, b: Any, *, chunk: int | None = None) -> float:
+    """max |a - b| in float64, NaN differences read as 0 and +inf ones as 0 (the finite worst)."""
+    import torch
+
+    worst = 0.0
+    for x, y in flat_chunks(a, b, size=chunk):
+        d = (x.to(torch.float64) - y.to(torch.float64)).abs()
+        worst = max(worst, float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item()))
+    return worst
+
+
+def max_rel_diff(a: Any, b: Any, *, chunk: int | None = None) -> float:
+    """max |a - b| / max(|b|, 1e-12) in float64, non-finite ratios read as 0."""
+    import torch
+
+    worst = 0.0
+    for x, y in flat_chunks(a, b, size=chunk):
+        y64 = y.to(torch.float64)
+        d = (x.to(torch.float64) - y64).abs() / y64.abs().clamp_min(1e-12)
+        worst = max(worst, float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item()))
+    return worst
+
+
+def rmse(a: Any, b: Any, *, chunk: int | None = None) -> float:
+    """Root mean square of ``a - b`` in float64 (NaN and inf propagate: a non-finite answer)."""
+    import torch
+
+    n = a.numel()
+    if not n:
+        return 0.0
+    total = 0.0
+    for x, y in flat_chunks(a, b, size=chunk):
+        d = x.to(torch.float64) - y.to(torch.float64)
+        total += float((d * d).sum().item())
+    return float((total / n) ** 0.5)
 
 
 def _finite(value: float) -> float | str:
@@ -78,4 +157,4 @@ def nonfinite_count(t: Any) -> int:
 
     if not (t.is_floating_point() or t.is_complex()):
         return 0
-    return int((~torch.isfinite(t.detach())).sum().item())
+    return int((~torch.isfinite(t.detach())).sum().item())  # on the tensor's own device: a bool per element

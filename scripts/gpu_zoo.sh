@@ -3,6 +3,7 @@
 # Run from the repo root, one call of at most ~9 minutes each:
 #   OUT=/somewhere bash scripts/gpu_zoo.sh                          # the first call
 #   OUT=/somewhere REST_OF=docs/zoo-runs/gpu-full-1.json bash scripts/gpu_zoo.sh [NAMES]   # each later call (NAMES: run these first)
+#   REST_OF="docs/zoo-runs/gpu-full-7.json docs/zoo-runs/gpu-full-8.json"   # a series: what none of them finished
 # Each call writes $OUT/gpu-full.json (every model it finished or cut, and the environment) and
 # $OUT/gpu-full.md; commit the JSON under docs/zoo-runs/ (gpu-full-1.json, -2...) so that the next
 # call, on a fresh machine, can skip what is done (--rest-of), and regenerate the page with
@@ -19,7 +20,8 @@ export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk
 { date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
   $PY -c "import torchvision, timm, transformers; print('torchvision', torchvision.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__)"; } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"
-REST=(); [ -n "${REST_OF:-}" ] && REST=(--rest-of "$REST_OF")
+# REST_OF: one saved run, or several separated by spaces (a series of calls)
+REST=(); for f in ${REST_OF:-}; do REST+=(--rest-of "$f"); done
 # no --out: full-size packages are GBs and would not come back; the JSON holds every result
 timeout $(( ${DEADLINE:-510} + 50 )) $PY -m zoo.parity --size full --device cuda --jobs "${JOBS:-8}" --bare-loader direct --timeout 480 --deadline "${DEADLINE:-510}" \
   "${REST[@]}" "$@" --json "$OUT/gpu-full.json" --markdown "$OUT/gpu-full.md" 2> "$OUT/progress.log"

@@ -849,7 +849,11 @@ def main(argv: list[str] | None = None) -> int:
         "or the C++ AOTIModelPackageLoader it wraps (the lent GPU image spends 87-105 s in aoti_load_package)",
     )
     parser.add_argument(
-        "--rest-of", metavar="JSON", help="run only the models a saved run did not finish (not started, or stopped by its deadline)"
+        "--rest-of",
+        metavar="JSON",
+        action="append",
+        help="run only the models the saved run(s) did not finish (not started, or stopped by its deadline); repeat it for a "
+        "series of calls",
     )
     parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
     parser.add_argument(
@@ -879,12 +883,13 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ[LOADER_ENV] = ns.bare_loader
     names = ns.names or models.names()
-    if ns.rest_of:
-        previous = _load_json(ns.rest_of)
+    finished: set[str] = set()
+    for saved in ns.rest_of or []:
+        previous = _load_json(saved)
         if previous is None:
-            parser.error(f"cannot read {ns.rest_of}")
-        finished = {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
-        names = [n for n in names if n not in finished]
+            parser.error(f"cannot read {saved}")
+        finished |= {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
+    names = [n for n in names if n not in finished]
     for name in names:
         models.entry(name)  # an unknown name fails before any compile
     keep = ns.out is not None

@@ -9,16 +9,17 @@ Non-finite values in a compiled output fail unless allowed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample, derive_tolerance
+from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample, ToleranceStats
 from aoti_guard.builder.validate.references import sample_env
 from aoti_guard.builder.validate.verdict import close_to_fp64
 from runtime_probe.findings import Finding, error
 from runtime_probe.package.manifest import IOContract, Tolerance
 
-__all__ = ["ValidationResult", "compare_all"]
+__all__ = ["Comparison", "ValidationResult"]
 
 PHASE = "validate"
 
@@ -43,32 +44,31 @@ class _Rule:
         return (self.atol if self.atol is not None else b_atol, self.rtol if self.rtol is not None else b_rtol)
 
 
-def compare_all(
-    contract: IOContract,
-    samples: list[Sample],
-    compiled: dict[str, list[Any]],
-    refs64: dict[str, list[Any]] | None,
-    *,
-    allow_nonfinite: bool,
-    atol: float | None,
-    rtol: float | None,
-) -> ValidationResult:
-    import torch
+class Comparison:
+    """Compiled vs eager, one sample at a time: each sample's rows and findings as it comes, the
+    tolerances (from every sample's differences) at the end. Nothing of a sample is kept once it
+    has been added, which is what lets validation drop its tensors (run.py)."""
 
-    rule = _Rule(allow_nonfinite, atol, rtol)
-    result = ValidationResult()
-    pairs: dict[str, list[tuple[Any, Any]]] = {o.name: [] for o in contract.outputs}
-    for s in samples:
-        outs = compiled.get(s.id)
-        if outs is None:
-            continue
-        for k, spec in enumerate(contract.outputs):
-            c = outs[k] if k < len(outs) else None
+    def __init__(self, contract: IOContract, *, allow_nonfinite: bool, atol: float | None, rtol: float | None) -> None:
+        self.contract = contract
+        self.rule = _Rule(allow_nonfinite, atol, rtol)
+        self.result = ValidationResult()
+        self._gathered = {o.name: ToleranceStats(o.name, o.tensor.dtype) for o in contract.outputs if o.tensor is not None}
+        self._seen: set[str] = set()  # outputs with at least one compared pair
+
+    def add(self, s: Sample, compiled: Sequence[Any], refs64: Sequence[Any] | None) -> list[dict[str, Any]]:
+        """Judge one sample's compiled outputs (``refs64``: its float64 reference, or None); returns
+        the table rows it added."""
+        import torch
+
+        rows_before = len(self.result.table)
+        for k, spec in enumerate(self.contract.outputs):
+            c = compiled[k] if k < len(compiled) else None
             e = s.outputs[k] if k < len(s.outputs) else None
             if not isinstance(e, torch.Tensor):
                 continue
             if not isinstance(c, torch.Tensor):
-                result.findings.append(
+                self.result.findings.append(
                     error(
                         "build.validation_failed",
                         PHASE,
@@ -78,13 +78,17 @@ def compare_all(
                     )
                 )
                 continue
-            r = refs64[s.id][k] if refs64 is not None and s.id in refs64 else None
-            _judge_one(result, rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
-            pairs[spec.name].append((c, e))
-    for spec in contract.outputs:
-        if spec.tensor is not None and pairs[spec.name]:
-            result.tolerances.append(derive_tolerance(spec.name, spec.tensor.dtype, pairs[spec.name]))
-    return result
+            r = refs64[k] if refs64 is not None and k < len(refs64) else None
+            _judge_one(self.result, self.rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
+            if spec.name in self._gathered:
+                self._gathered[spec.name].add(c, e)
+                self._seen.add(spec.name)
+        return self.result.table[rows_before:]
+
+    def finish(self) -> ValidationResult:
+        """The result, with a tolerance for every output that was compared at least once."""
+        self.result.tolerances = [g.tolerance() for name, g in self._gathered.items() if name in self._seen]
+        return self.result
 
 
 def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: Any, e: Any, r: Any, *, has_refs: bool) -> None:
@@ -162,10 +166,9 @@ def _g(v: Any) -> str:
 
 
 def _max_abs_diff(a: Any, b: Any) -> float | None:
-    """max |a - b| in float64 over the finite differences; None for an empty tensor."""
-    import torch
+    """max |a - b| in float64 over the finite differences; None for an empty or complex tensor."""
+    from runtime_probe import numerics as _numerics
 
     if a.numel() == 0 or a.is_complex():
         return None
-    d = (a.detach().to("cpu", torch.float64) - b.detach().to("cpu", torch.float64)).abs()
-    return float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item())
+    return _numerics.max_abs_diff(a, b)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_probe import numerics as _numerics
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, IOContract, Symbol, Tolerance
 
@@ -31,6 +32,7 @@ __all__ = [
     "RTOL_FLOOR",
     "TOLERANCE_RULE",
     "Sample",
+    "ToleranceStats",
     "coverage",
     "derive_tolerance",
     "make_samples",
@@ -189,50 +191,56 @@ def _fmt(env: Mapping[str, int]) -> str:
 
 
 def excess_error(compiled: Any, eager: Any, rtol: float) -> float:
-    """max(0, |compiled - eager| - rtol * |eager|) over elements, ignoring matching non-finite values."""
+    """max(0, |compiled - eager| - rtol * |eager|) over elements, ignoring matching non-finite values
+    (chunk by chunk: runtime_probe.numerics says why)."""
     import torch
 
     if compiled.numel() == 0 or not (compiled.is_floating_point() or compiled.is_complex()):
         return 0.0
-    c = compiled.detach().to("cpu", torch.float64 if not compiled.is_complex() else torch.complex128)
-    e = eager.detach().to("cpu", c.dtype)
-    same = (c == e) | (torch.isnan(c) & torch.isnan(e))
-    diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
-    excess = (diff - rtol * torch.nan_to_num(e.abs(), nan=0.0, posinf=0.0)).clamp_min(0.0)
-    value = float(torch.nan_to_num(excess, nan=float("inf")).max().item())
-    return value
+    wide = torch.complex128 if compiled.is_complex() else torch.float64
+    worst = 0.0
+    for c_part, e_part in _numerics.flat_chunks(compiled, eager):
+        c, e = c_part.to(wide), e_part.to(wide)
+        same = (c == e) | (torch.isnan(c) & torch.isnan(e))
+        diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
+        excess = (diff - rtol * torch.nan_to_num(e.abs(), nan=0.0, posinf=0.0)).clamp_min(0.0)
+        worst = max(worst, float(torch.nan_to_num(excess, nan=float("inf")).max().item()))
+    return worst
+
+
+@dataclass
+class ToleranceStats:
+    """One output's (compiled, eager) differences, gathered a sample at a time: the recorded
+    tolerance and the measured errors without holding any sample's tensors."""
+
+    output: str
+    dtype: str
+    excess: float = 0.0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+
+    def add(self, compiled: Any, eager: Any) -> None:
+        if self.dtype not in RTOL_FLOOR or compiled.numel() == 0:
+            return  # integers and bools compare exactly; nothing to measure
+        self.excess = max(self.excess, excess_error(compiled, eager, RTOL_FLOOR[self.dtype]))
+        self.max_abs = max(self.max_abs, _numerics.max_abs_diff(compiled, eager))
+        self.max_rel = max(self.max_rel, _numerics.max_rel_diff(compiled, eager))
+
+    def tolerance(self) -> Tolerance:
+        if self.dtype not in RTOL_FLOOR:
+            return Tolerance(self.output, 0.0, 0.0, 0.0, 0.0)
+        floor = ATOL_FLOOR[self.dtype]
+        atol = max(floor, MARGIN * self.excess) if math.isfinite(self.excess) else floor
+        return Tolerance(self.output, atol, RTOL_FLOOR[self.dtype], _clean(self.max_abs), _clean(self.max_rel))
 
 
 def derive_tolerance(output: str, dtype: str, pairs: Sequence[tuple[Any, Any]]) -> Tolerance:
     """The recorded tolerance of one output from its (compiled, eager) pairs over all samples."""
-    if dtype not in RTOL_FLOOR:
-        return Tolerance(output, 0.0, 0.0, 0.0, 0.0)  # integers and bools compare exactly
-    rtol = RTOL_FLOOR[dtype]
-    excess = max((excess_error(c, e, rtol) for c, e in pairs), default=0.0)
-    measured_abs = max((_max_abs(c, e) for c, e in pairs), default=0.0)
-    measured_rel = max((_max_rel(c, e) for c, e in pairs), default=0.0)
-    atol = max(ATOL_FLOOR[dtype], MARGIN * excess) if math.isfinite(excess) else ATOL_FLOOR[dtype]
-    return Tolerance(output, atol, rtol, _clean(measured_abs), _clean(measured_rel))
+    gathered = ToleranceStats(output, dtype)
+    for c, e in pairs:
+        gathered.add(c, e)
+    return gathered.tolerance()
 
 
 def _clean(value: float) -> float:
     return value if math.isfinite(value) else 0.0
-
-
-def _max_abs(c: Any, e: Any) -> float:
-    import torch
-
-    if c.numel() == 0:
-        return 0.0
-    d = (c.detach().to("cpu", torch.float64) - e.detach().to("cpu", torch.float64)).abs()
-    return float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item())
-
-
-def _max_rel(c: Any, e: Any) -> float:
-    import torch
-
-    if c.numel() == 0:
-        return 0.0
-    e64 = e.detach().to("cpu", torch.float64)
-    d = (c.detach().to("cpu", torch.float64) - e64).abs() / e64.abs().clamp_min(1e-12)
-    return float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item())

@@ -250,39 +250,39 @@ def progress_line(ref: OnnxReference) -> str:
 
 
 class Reference:
-    """The reference of one validation run: started, then judged against the compiled outputs."""
+    """The reference of one validation run: started, then judged against the compiled outputs one
+    sample at a time (``compare``), and summed up at the end (``finish``)."""
 
-    def __init__(self, started: PendingReference | OnnxReference, options: BuildOptions, note: Callable[[str], None]) -> None:
+    def __init__(
+        self, started: PendingReference | OnnxReference, contract: IOContract, options: BuildOptions, note: Callable[[str], None]
+    ) -> None:
         self.started = started
+        self.contract = contract
         self.options = options
         self.note = note
+        self.results: list[verdict.ThreeWay] = []
 
-    def judge(
-        self,
-        contract: IOContract,
-        samples: Sequence[Any],
-        compiled: Mapping[str, list[Any]],
-        refs64: Mapping[str, list[Any]] | None,
-        table: list[dict[str, Any]],
-    ) -> tuple[dict[str, Any], list[Finding]]:
-        """Collect ONNX Runtime's outputs, add its columns to ``table``; (detail, findings)."""
+    def _ready(self) -> OnnxReference:
+        """ONNX Runtime's outputs, waiting for its child the first time they are needed."""
         if isinstance(self.started, PendingReference):
-            self.started = finish_reference(self.started, contract, self.options.timeout_s)
-        ref = self.started
-        self.note(progress_line(ref))
+            self.started = finish_reference(self.started, self.contract, self.options.timeout_s)
+            self.note(progress_line(self.started))
+        return self.started
+
+    def compare(self, sample: Any, compiled: Sequence[Any], refs64: Sequence[Any] | None, rows: Sequence[dict[str, Any]]) -> None:
+        """Judge one sample three ways, adding ONNX Runtime's columns to its table ``rows``."""
+        ref = self._ready()
+        if ref.outputs:
+            self.results += verdict.judge_sample(
+                self.contract, sample, compiled, ref.outputs.get(sample.id), refs64, rows, atol=self.options.atol, rtol=self.options.rtol
+            )
+
+    def finish(self) -> tuple[dict[str, Any], list[Finding]]:
+        """The reference's detail and findings: its own warnings, and the verdicts over every sample."""
+        ref = self._ready()
         findings = list(ref.findings)
         if ref.outputs:
-            findings += verdict.judge(
-                contract,
-                samples,
-                compiled,
-                ref.outputs,
-                refs64,
-                table,
-                atol=self.options.atol,
-                rtol=self.options.rtol,
-                minify=self.options.minify,
-            )
+            findings += verdict.verdict_findings(self.results, minify=self.options.minify)
         return dict(ref.detail), findings
 
 
@@ -304,7 +304,7 @@ def reference(
     note(f"onnxruntime reference: exporting the program to ONNX, ONNX Runtime runs {len(index)} sample(s) in a child process")
     started = start_reference(ep, work, golden_path, index, contract, options.keep_onnx)
     try:
-        yield Reference(started, options, note)
+        yield Reference(started, contract, options, note)
     finally:
         if isinstance(started, PendingReference):
             started.cancel()

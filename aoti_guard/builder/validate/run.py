@@ -1,26 +1,34 @@
 """Build-time validation: eager and float64 references in this process, the compiled package in a
 child (runtime_probe's worker), compared output by output on every golden sample (compare.py).
 
+One sample at a time: its eager outputs, its float64 reference, its compiled outputs, the
+comparison, then its tensors are dropped (only the samples the package stores keep their eager
+outputs, under --golden-max-mb). Holding every sample's three sets of outputs at once is what a
+language model's logits at full size cannot afford: gpt2 at 32 x 512 tokens is 3.3 GB in float32
+for one output of one sample (docs/zoo.md). The child reads the samples' inputs from a file of its
+own, which holds no outputs.
+
 A child that fails is reported through runtime_probe's one table (``child.failures``); a crash is
 then diagnosed by the probe's own escalation ladder (diagnose.py), in the same run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import diagnose
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate.child_run import ChildRun
-from aoti_guard.builder.validate.compare import ValidationResult, compare_all
+from aoti_guard.builder.validate.compare import Comparison, ValidationResult
 from aoti_guard.builder.validate.golden import Sample, coverage, make_samples
-from aoti_guard.builder.validate.references import eager_outputs, fp64_outputs, golden_payload, sample_env
+from aoti_guard.builder.validate.references import Float64Reference, eager_output, golden_payload, sample_env
 from runtime_probe import layout
 from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
@@ -31,13 +39,14 @@ from runtime_probe.probe.options import ProbeOptions
 
 __all__ = [
     "ChildRun",
+    "SampleSteps",
     "Validation",
     "ValidationResult",
-    "compare_all",
-    "compiled_outputs",
+    "compiled_sample",
     "failure_finding",
     "run_twin",
     "run_validation",
+    "validate_each",
 ]
 
 PHASE = "validate"
@@ -53,34 +62,19 @@ def failure_finding(exc: ChildFailure, what: str, stage: str) -> Finding:
     return failures.failure_finding(exc, what, stage, _REPORTER)
 
 
-@dataclass
-class Compiled:
-    """Outputs per sample id, the failures, and the first crash (its sample, for the ladder)."""
-
-    outputs: dict[str, list[Any]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    crashed: GoldenSample | None = None
-
-
-def compiled_outputs(run: ChildRun, key: str, only: Sequence[str] | None = None) -> Compiled:
-    """Run every sample through the loaded model ``key``."""
-    out = Compiled()
-    for g in run.index:
-        if only is not None and g.id not in only:
-            continue
-        save = os.path.join(run.out_dir, f"{key}-{g.id}.safetensors")
-        try:
-            run.worker.request("run", run.timeout, key=key, save_path=save, **run.run_args(g))
-        except ChildFailure as exc:
-            out.findings.append(failure_finding(exc, f"running the compiled {key} model on golden sample {g.id}", "run"))
-            if isinstance(exc, ChildCrashed):
-                out.crashed = g
-            if not isinstance(exc, ChildRaised):
-                break  # the child is gone
-            continue
+def compiled_sample(run: ChildRun, key: str, g: GoldenSample) -> list[Any] | ChildFailure:
+    """One sample through the loaded model ``key``: its outputs in contract order (read back and
+    the file removed), or the child's failure."""
+    save = os.path.join(run.out_dir, f"{key}-{g.id}.safetensors")
+    try:
+        run.worker.request("run", run.timeout, key=key, save_path=save, **run.run_args(g))
         loaded = _safetensors.load(save)
-        out.outputs[g.id] = [loaded.get(o.name) for o in run.contract.outputs]
-    return out
+    except ChildFailure as exc:
+        return exc
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(save)
+    return [loaded.get(o.name) for o in run.contract.outputs]
 
 
 def kernel_names(stdout: str) -> list[str]:
@@ -93,10 +87,11 @@ def kernel_names(stdout: str) -> list[str]:
 
 
 def run_twin(
-    run: ChildRun, twin_path: str, twin_model: str, release: Mapping[str, list[Any]], *, release_nonfinite: bool = False
+    run: ChildRun, twin_path: str, twin_model: str, release: Sequence[Any] | None, *, release_nonfinite: bool = False
 ) -> tuple[dict[str, Any], list[Finding]]:
     """Load the twin and run the example sample: it must load, run, print kernel names and agree
-    with the release model. A NaN the twin's asserts catch is an error naming buffer and kernel."""
+    with the release model (``release``: its outputs on the example). A NaN the twin's asserts
+    catch is an error naming buffer and kernel."""
     try:
         run.worker.request("load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index)
     except ChildFailure as exc:
@@ -104,16 +99,20 @@ def run_twin(
         hint = "the release model is unaffected; the probe will not be able to escalate to the twin"
         return {}, [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence)]
     out_mark, err_mark = run.worker.stdout.total, run.worker.stderr.total
-    twin = compiled_outputs(run, "twin", only=["example"])
+    example = next(g for g in run.index if g.id == "example")
+    twin = compiled_sample(run, "twin", example)
+    twin_failed = (
+        [failure_finding(twin, "running the compiled twin model on golden sample example", "run")] if isinstance(twin, ChildFailure) else []
+    )
     printed, errors = run.worker.stdout.since(out_mark), run.worker.stderr.since(err_mark)
     findings = diagnose.twin_nonfinite(printed, errors, run.device.split(":", 1)[0], release_nonfinite=release_nonfinite)
     if not any(f.code == "build.nonfinite" and f.severity.value in ("error", "warning") for f in findings):  # else: the assert is the why
         hint = "the release model is unaffected"
-        findings += [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin.findings]
+        findings += [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin_failed]
     info_: dict[str, Any] = {"kernels": kernel_names(printed)}
-    if "example" in twin.outputs and "example" in release:
+    if not isinstance(twin, ChildFailure) and release is not None:
         diffs = []
-        for a, b in zip(twin.outputs["example"], release["example"]):
+        for a, b in zip(twin, release):
             if a is not None and b is not None and a.shape == b.shape and a.is_floating_point():
                 diffs.append(float((a.double() - b.double()).abs().nan_to_num(0.0).max().item()) if a.numel() else 0.0)
         info_["max_abs_vs_release"] = max(diffs, default=0.0)
@@ -143,19 +142,14 @@ class Validation:
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> min, max, values tested
 
 
-def _samples(ep: Any, eager_fn: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
-    """The golden samples with their eager outputs (findings for those dropped go to ``out``)."""
+def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
+    """The golden samples' inputs, the example first (notes on those not generated go to ``out``)."""
     from torch.utils import _pytree as pytree
 
     args, kwargs = ep.example_inputs
     ordered = {k: kwargs[k] for k in spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
     samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed)
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
-    samples, eager_findings = eager_outputs(eager_fn, contract, samples, options.device)
-    out.findings += eager_findings
-    out.coverage, gaps = coverage(contract, samples)
-    if gaps:
-        out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
     return samples
 
 
@@ -189,6 +183,129 @@ def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt
         run.worker.request("load_weights", run.timeout, key="release", weights_path=weights_path, device=run.device, names=sorted(weights))
 
 
+class SampleSteps(Protocol):
+    """What validating one golden sample takes, step by step (``validate_each`` calls them)."""
+
+    def eager(self, s: Sample) -> bool:
+        """Fill ``s.outputs``; False when the sample is dropped (its finding is recorded)."""
+
+    def fp64(self, s: Sample) -> list[Any] | None:
+        """The sample's float64 reference outputs, or None."""
+
+    def compiled(self, s: Sample) -> list[Any] | None:
+        """The compiled model's outputs on ``s``, or None when it failed (recorded)."""
+
+    def judge(self, s: Sample, compiled: list[Any], refs64: list[Any] | None) -> None:
+        """Compare, and record the verdicts."""
+
+    def done(self, s: Sample) -> None:
+        """The sample has been validated (or dropped): keep what the package stores, free the rest."""
+
+    def stopped(self) -> bool:
+        """True once no further sample can run (the child is gone)."""
+
+
+def validate_each(samples: Sequence[Sample], steps: SampleSteps) -> list[Sample]:
+    """Validate the samples one at a time; returns those eager accepted, in order.
+
+    Each sample's outputs (eager, float64, compiled) exist only while it is being validated:
+    ``done`` runs before the next sample's eager outputs are made."""
+    accepted: list[Sample] = []
+    for s in samples:
+        if steps.stopped():
+            break
+        if steps.eager(s):
+            accepted.append(s)
+            refs64 = steps.fp64(s)
+            compiled = steps.compiled(s)
+            if compiled is not None:
+                steps.judge(s, compiled, refs64)
+            del refs64, compiled
+        steps.done(s)
+    return accepted
+
+
+class _Steps:
+    """The real steps: eager and float64 here, the compiled model in the child, compare.py's
+    comparison, the ONNX Runtime reference when asked for, and the package's golden store."""
+
+    def __init__(
+        self,
+        eager_fn: Any,
+        contract: IOContract,
+        options: BuildOptions,
+        run: ChildRun,
+        fp64: Float64Reference | None,
+        reference: reference_onnx.Reference | None,
+        out: Validation,
+    ) -> None:
+        self.eager_fn, self.contract, self.options, self.run = eager_fn, contract, options, run
+        self.fp64_reference, self.reference, self.out = fp64, reference, out
+        self.index = {g.id: g for g in run.index}
+        self.comparison = Comparison(contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol)
+        self.child_failures: list[Finding] = []
+        self.crashed: GoldenSample | None = None
+        self.child_gone = False
+        self.release_example: list[Any] | None = None  # the twin is compared with it
+        self.stored: list[Sample] = []
+        self.stored_bytes = 0
+
+    def eager(self, s: Sample) -> bool:
+        if s.outputs:
+            return True  # the example's, made before the child started
+        finding = eager_output(self.eager_fn, self.contract, s, self.options.device)
+        if finding is None:
+            return True
+        self.out.findings.append(finding)
+        return False
+
+    def fp64(self, s: Sample) -> list[Any] | None:
+        refs = self.fp64_reference.outputs(s) if self.fp64_reference is not None else None
+        _free_cached_gpu_memory(self.options.device)  # the references' memory, before the child runs the sample
+        return refs
+
+    def compiled(self, s: Sample) -> list[Any] | None:
+        g = self.index[s.id]
+        got = compiled_sample(self.run, "release", g)
+        if not isinstance(got, ChildFailure):
+            if s.id == "example":
+                self.release_example = got
+            return got
+        self.child_failures.append(failure_finding(got, f"running the compiled release model on golden sample {s.id}", "run"))
+        if isinstance(got, ChildCrashed):
+            self.crashed = g
+        self.child_gone = not isinstance(got, ChildRaised)
+        return None
+
+    def judge(self, s: Sample, compiled: list[Any], refs64: list[Any] | None) -> None:
+        rows = self.comparison.add(s, compiled, refs64)
+        if self.reference is not None:
+            self.reference.compare(s, compiled, refs64, rows)
+
+    def done(self, s: Sample) -> None:
+        """Store the sample in the package if it fits under the cap (in order, as they come), else
+        drop its eager outputs."""
+        if not s.outputs:
+            return
+        size, cap = s.nbytes(), self.options.golden_max_bytes
+        if self.stored_bytes + size <= cap:
+            self.stored.append(s)
+            self.stored_bytes += size
+            return
+        s.outputs = []
+        self.out.findings.append(
+            warning(
+                "build.sample_dropped",
+                "validate",
+                f"golden sample {s.id} not stored: {size} bytes would pass the {cap} byte cap",
+                hint="raise --golden-max-mb to keep it",
+            )
+        )
+
+    def stopped(self) -> bool:
+        return self.child_gone
+
+
 def run_validation(
     ep: Any,
     eager_fn: Any,
@@ -202,24 +319,26 @@ def run_validation(
     twin_pt2: str | None,
 ) -> Validation:
     out = Validation()
-    samples = _samples(ep, eager_fn, contract, options, out)
+    samples = _generated_samples(ep, contract, options, out)
     if not samples:
         return out
+    # The example first, alone: a model that fails on its own inputs fails before anything starts.
+    example_error = eager_output(eager_fn, contract, samples[0], options.device)
+    if example_error is not None:
+        out.findings.append(example_error)
+        return out
     note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")
-    refs64 = None
-    if options.fp64_reference:
-        refs64, skipped = fp64_outputs(eager_fn, contract, samples, options.device)
-        if skipped is not None:
-            out.findings.append(skipped)
-    golden_all, index_all = golden_payload(contract, samples)
-    golden_path = os.path.join(work, "golden.safetensors")
-    with open(golden_path, "wb") as fh:
-        fh.write(golden_all)
+    inputs_bytes, index = golden_payload(contract, [Sample(s.id, s.symbols, s.leaves) for s in samples])  # inputs only
+    inputs_path = os.path.join(work, "golden-inputs.safetensors")
+    with open(inputs_path, "wb") as fh:
+        fh.write(inputs_bytes)
+    del inputs_bytes
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    run = ChildRun(worker, golden_path, index_all, contract, options.device, device_index, work, options.timeout_s)
+    run = ChildRun(worker, inputs_path, index, contract, options.device, device_index, work, options.timeout_s)
+    fp64 = Float64Reference(eager_fn, contract, options.device, samples[0]) if options.fp64_reference else None
     _free_cached_gpu_memory(options.device)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
-    with reference_onnx.reference(ep, work, golden_path, index_all, contract, options, note) as reference:
+    with reference_onnx.reference(ep, work, inputs_path, index, contract, options, note) as reference:
         facts: dict[str, Any] = {}
         try:
             _load_release(run, ep, configs, release_pt2, facts)
@@ -229,26 +348,33 @@ def run_validation(
                 note("the child crashed loading the package: climbing the probe's escalation ladder")
                 out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S, options.output)
             return out
-        note("running the compiled model in a child process")
-        compiled = compiled_outputs(run, "release")
-        out.findings += compiled.findings
-        if compiled.crashed is not None:
-            note(f"the child crashed on golden sample {compiled.crashed.id}: climbing the probe's escalation ladder")
-            out.findings += diagnose.crash(release_pt2, run, facts, compiled.crashed, ESCALATE_S, options.output)
-        result = compare_all(
-            contract, samples, compiled.outputs, refs64, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol
-        )
+        note("validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child")
+        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out)
+        accepted = validate_each(samples, steps)
+        if fp64 is not None:
+            fp64.close()
+            if fp64.skipped is not None:
+                out.findings.append(fp64.skipped)
+        out.coverage, gaps = coverage(contract, accepted)
+        if gaps and not steps.child_gone:  # a child that died cut the samples short: its failure is the error
+            out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
+        out.findings += steps.child_failures
+        if steps.crashed is not None:
+            note(f"the child crashed on golden sample {steps.crashed.id}: climbing the probe's escalation ladder")
+            out.findings += diagnose.crash(release_pt2, run, facts, steps.crashed, ESCALATE_S, options.output)
+        result = steps.comparison.finish()
         out.findings += result.findings
         out.tolerances, out.table = result.tolerances, result.table
         if reference is not None:
-            out.reference, ref_findings = reference.judge(contract, samples, compiled.outputs, refs64, out.table)
+            out.reference, ref_findings = reference.finish()
             out.findings += ref_findings
-        if twin_pt2 is not None and not compiled.findings:
+        if twin_pt2 is not None and not steps.child_failures:
             note("running the debug twin")
             nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-            out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, compiled.outputs, release_nonfinite=nonfinite)
+            out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite)
             out.findings += twin_findings
-        _keep_samples(out, contract, samples, options.golden_max_bytes)
+        if steps.stored:
+            out.golden_bytes, out.index = golden_payload(contract, steps.stored)
         return out
 
 
@@ -266,24 +392,3 @@ def _free_cached_gpu_memory(device: str) -> None:
 
     if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.empty_cache()
-
-
-def _keep_samples(out: Validation, contract: IOContract, samples: Sequence[Sample], cap: int) -> None:
-    """Every sample was validated; store those that fit under the size cap, in order."""
-    kept, total = [], 0
-    for s in samples:
-        size = s.nbytes()
-        if total + size > cap:
-            out.findings.append(
-                warning(
-                    "build.sample_dropped",
-                    "validate",
-                    f"golden sample {s.id} not stored: {size} bytes would pass the {cap} byte cap",
-                    hint="raise --golden-max-mb to keep it",
-                )
-            )
-            continue
-        kept.append(s)
-        total += size
-    if kept:
-        out.golden_bytes, out.index = golden_payload(contract, kept)

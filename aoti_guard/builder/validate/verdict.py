@@ -27,7 +27,20 @@ from aoti_guard.builder.validate.golden import BUILD_TOLERANCE
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.package.manifest import IOContract
 
-__all__ = ["AGREE", "COMPILER", "NONE", "NUMERICS", "Pair", "ThreeWay", "classify", "close_to_fp64", "compare_pair", "judge", "three_way"]
+__all__ = [
+    "AGREE",
+    "COMPILER",
+    "NONE",
+    "NUMERICS",
+    "Pair",
+    "ThreeWay",
+    "classify",
+    "close_to_fp64",
+    "compare_pair",
+    "judge",
+    "judge_sample",
+    "three_way",
+]
 
 AGREE, COMPILER, NUMERICS, NONE = "agree", "compiler", "numerics", "none"
 PHASE = "validate"
@@ -66,10 +79,9 @@ class ThreeWay:
 
 
 def _rmse(a: Any, b: Any) -> float:
-    import torch
+    from runtime_probe import numerics as _numerics
 
-    d = a.detach().to(torch.float64) - b.detach().to(torch.float64)
-    return float(torch.sqrt(torch.mean(d * d)).item()) if d.numel() else 0.0
+    return _numerics.rmse(a, b)
 
 
 def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float) -> tuple[bool, float, float]:
@@ -204,6 +216,41 @@ def verdict_findings(results: Sequence[ThreeWay], *, minify: bool = False) -> li
     return findings
 
 
+def judge_sample(
+    contract: IOContract,
+    s: Any,
+    compiled: Sequence[Any],
+    ort: Sequence[Any] | None,
+    refs64: Sequence[Any] | None,
+    rows: Sequence[dict[str, Any]],
+    *,
+    atol: float | None,
+    rtol: float | None,
+) -> list[ThreeWay]:
+    """Three-way verdicts for one sample's outputs (``ort`` None: ONNX Runtime has no result for
+    it); adds the ONNX Runtime columns to that sample's table ``rows`` (in place). NaN/Inf at the
+    same places count as agreement here: non-finite outputs are reported on their own
+    (build.nonfinite)."""
+    import torch
+
+    by_output = {row["output"]: row for row in rows if row.get("sample") == s.id}
+    results: list[ThreeWay] = []
+    for k, spec in enumerate(contract.outputs):
+        eager = s.outputs[k] if k < len(s.outputs) else None
+        aoti = compiled[k] if k < len(compiled) else None
+        if not isinstance(eager, torch.Tensor) or not isinstance(aoti, torch.Tensor):
+            continue
+        ort_t = ort[k] if ort is not None and k < len(ort) else None
+        ref64 = refs64[k] if refs64 is not None and k < len(refs64) else None
+        b_atol, b_rtol = tolerance(str(eager.dtype).replace("torch.", ""), atol, rtol)
+        r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=b_atol, rtol=b_rtol, equal_nan=True)
+        results.append(r)
+        row = by_output.get(spec.name)
+        if row is not None:
+            row.update(r.columns())
+    return results
+
+
 def judge(
     contract: IOContract,
     samples: Sequence[Any],
@@ -216,29 +263,12 @@ def judge(
     rtol: float | None,
     minify: bool = False,
 ) -> list[Finding]:
-    """Three-way verdicts for every (sample, output) of the validation table; adds the ONNX Runtime
-    columns to its rows (in place) and returns the verdict findings. NaN/Inf at the same places
-    count as agreement here: non-finite outputs are reported on their own (build.nonfinite)."""
-    import torch
-
-    rows = {(row["sample"], row["output"]): row for row in table}
+    """``judge_sample`` over every sample that has compiled outputs, then the verdict findings."""
     results: list[ThreeWay] = []
     for s in samples:
         outs = compiled.get(s.id)
         if outs is None:
             continue
-        for k, spec in enumerate(contract.outputs):
-            eager = s.outputs[k] if k < len(s.outputs) else None
-            aoti = outs[k] if k < len(outs) else None
-            if not isinstance(eager, torch.Tensor) or not isinstance(aoti, torch.Tensor):
-                continue
-            ort_outs = ort.get(s.id)
-            ort_t = ort_outs[k] if ort_outs is not None and k < len(ort_outs) else None
-            ref64 = refs64[s.id][k] if refs64 is not None and s.id in refs64 and k < len(refs64[s.id]) else None
-            b_atol, b_rtol = tolerance(str(eager.dtype).replace("torch.", ""), atol, rtol)
-            r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=b_atol, rtol=b_rtol, equal_nan=True)
-            results.append(r)
-            row = rows.get((s.id, spec.name))
-            if row is not None:
-                row.update(r.columns())
+        refs = refs64.get(s.id) if refs64 is not None else None
+        results += judge_sample(contract, s, outs, ort.get(s.id), refs, table, atol=atol, rtol=rtol)
     return verdict_findings(results, minify=minify)
