@@ -19,20 +19,27 @@ from typing import Any
 CHUNK = 1 << 22
 
 
-def flat_chunks(*tensors: Any, size: int | None = None) -> Iterator[tuple[Any, ...]]:
-    """Aligned 1-D slices of equally shaped tensors, in row-major order, on the CPU.
+def flat_chunks(*tensors: Any, size: int | None = None, device: str | None = None) -> Iterator[tuple[Any, ...]]:
+    """Aligned 1-D slices of equally shaped tensors, in row-major order, each copied to ``device``
+    (default: the CPU) as it is reached.
 
-    A tensor that is not contiguous is copied once, in its own dtype (the order of its elements
-    is the logical one, as ``reshape(-1)`` gives it)."""
+    A tensor that is not contiguous is copied once, in its own dtype and on its own device (the
+    order of its elements is the logical one, as ``reshape(-1)`` gives it). ``device="cuda"``:
+    the arithmetic runs on the GPU, one chunk of each tensor there at a time (a build on CUDA
+    compares its outputs there: on the CPU, gpt2's full-size logits took minutes)."""
     step = size or CHUNK
-    flat = [t.detach().to("cpu").contiguous().view(-1) for t in tensors]
+    target = device or "cpu"
+    flat = [t.detach().contiguous().view(-1) for t in tensors]
     n = flat[0].numel()
     for start in range(0, n, step):
-        yield tuple(f[start : start + step] for f in flat)
+        yield tuple(f[start : start + step].to(target) for f in flat)
 
 
-def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, chunk: int | None = None) -> dict[str, Any]:
-    """Compare one output with its reference. Returns JSON-able numbers and ``passed``."""
+def stats(
+    out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, chunk: int | None = None, device: str | None = None
+) -> dict[str, Any]:
+    """Compare one output with its reference. Returns JSON-able numbers and ``passed``.
+    ``device``: where the arithmetic runs (``flat_chunks``)."""
     result: dict[str, Any] = {"atol": atol, "rtol": rtol}
     if tuple(out.shape) != tuple(ref.shape):
         result.update(passed=False, reason="shape", expected=list(ref.shape), found=list(out.shape))
@@ -47,25 +54,25 @@ def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = Fal
         result.update(passed=True, max_abs=0.0, max_rel=0.0, nonfinite=0)
         return result
     if not (out.is_floating_point() or out.is_complex()):
-        result.update(_exact_stats(out, ref, chunk))
+        result.update(_exact_stats(out, ref, chunk, device))
         return result
-    result.update(_float_stats(out, ref, atol, rtol, equal_nan, chunk))
+    result.update(_float_stats(out, ref, atol, rtol, equal_nan, chunk, device))
     return result
 
 
-def _exact_stats(out: Any, ref: Any, chunk: int | None) -> dict[str, Any]:
+def _exact_stats(out: Any, ref: Any, chunk: int | None, device: str | None) -> dict[str, Any]:
     """Integers and bools: every element must match."""
     import torch
 
     mismatched, max_abs = 0, 0.0
-    for o, r in flat_chunks(out, ref, size=chunk):
+    for o, r in flat_chunks(out, ref, size=chunk, device=device):
         mismatched += int((o != r).sum().item())
         diff = (o.to(torch.float64) - r.to(torch.float64)).abs() if o.dtype != torch.bool else (o != r).to(torch.float64)
         max_abs = max(max_abs, float(diff.max().item()))
     return {"passed": mismatched == 0, "max_abs": max_abs, "max_rel": 0.0, "nonfinite": 0, "mismatched": mismatched}
 
 
-def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, chunk: int | None) -> dict[str, Any]:
+def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, chunk: int | None, device: str | None) -> dict[str, Any]:
     import torch
 
     nonfinite = ref_nonfinite = mismatched = 0
@@ -73,7 +80,7 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
     worst_value, worst = -float("inf"), 0
     offset = 0
     wide = torch.complex128 if out.is_complex() else torch.float64
-    for o, r in flat_chunks(out, ref, size=chunk):
+    for o, r in flat_chunks(out, ref, size=chunk, device=device):
         of, rf = o.to(wide), r.to(wide)
         nonfinite += int((~torch.isfinite(of)).sum().item())
         ref_nonfinite += int((~torch.isfinite(rf)).sum().item())
@@ -102,30 +109,30 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
     }
 
 
-def max_abs_diff(a: Any, b: Any, *, chunk: int | None = None) -> float:
+def max_abs_diff(a: Any, b: Any, *, chunk: int | None = None, device: str | None = None) -> float:
     """max |a - b| in float64, NaN differences read as 0 and +inf ones as 0 (the finite worst)."""
     import torch
 
     worst = 0.0
-    for x, y in flat_chunks(a, b, size=chunk):
+    for x, y in flat_chunks(a, b, size=chunk, device=device):
         d = (x.to(torch.float64) - y.to(torch.float64)).abs()
         worst = max(worst, float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item()))
     return worst
 
 
-def max_rel_diff(a: Any, b: Any, *, chunk: int | None = None) -> float:
+def max_rel_diff(a: Any, b: Any, *, chunk: int | None = None, device: str | None = None) -> float:
     """max |a - b| / max(|b|, 1e-12) in float64, non-finite ratios read as 0."""
     import torch
 
     worst = 0.0
-    for x, y in flat_chunks(a, b, size=chunk):
+    for x, y in flat_chunks(a, b, size=chunk, device=device):
         y64 = y.to(torch.float64)
         d = (x.to(torch.float64) - y64).abs() / y64.abs().clamp_min(1e-12)
         worst = max(worst, float(torch.nan_to_num(d, nan=0.0, posinf=0.0).max().item()))
     return worst
 
 
-def rmse(a: Any, b: Any, *, chunk: int | None = None) -> float:
+def rmse(a: Any, b: Any, *, chunk: int | None = None, device: str | None = None) -> float:
     """Root mean square of ``a - b`` in float64 (NaN and inf propagate: a non-finite answer)."""
     import torch
 
@@ -133,7 +140,7 @@ def rmse(a: Any, b: Any, *, chunk: int | None = None) -> float:
     if not n:
         return 0.0
     total = 0.0
-    for x, y in flat_chunks(a, b, size=chunk):
+    for x, y in flat_chunks(a, b, size=chunk, device=device):
         d = x.to(torch.float64) - y.to(torch.float64)
         total += float((d * d).sum().item())
     return float((total / n) ** 0.5)

@@ -230,7 +230,8 @@ def op_run(
         ref_key = sample.get("outputs", {}).get(name)
         if tolerances is not None and ref_key is not None and ref_key in tensors:
             atol, rtol = tolerances.get(name, [0.0, 0.0])
-            entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=equal_nan))
+            on_gpu = device if device.startswith("cuda") else None  # the arithmetic beside the output, a chunk at a time
+            entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=equal_nan, device=on_gpu))
         report["outputs"][name] = entry
         if save_path is not None:
             saved[name] = value.detach().to("cpu")

@@ -38,6 +38,7 @@ class _Rule:
     allow_nonfinite: bool
     atol: float | None
     rtol: float | None
+    device: str | None = None  # where the arithmetic runs
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
@@ -49,11 +50,14 @@ class Comparison:
     tolerances (from every sample's differences) at the end. Nothing of a sample is kept once it
     has been added, which is what lets validation drop its tensors (run.py)."""
 
-    def __init__(self, contract: IOContract, *, allow_nonfinite: bool, atol: float | None, rtol: float | None) -> None:
+    def __init__(
+        self, contract: IOContract, *, allow_nonfinite: bool, atol: float | None, rtol: float | None, device: str | None = None
+    ) -> None:
+        """``device``: where the comparisons' arithmetic runs (a CUDA build's GPU; default the CPU)."""
         self.contract = contract
-        self.rule = _Rule(allow_nonfinite, atol, rtol)
+        self.rule = _Rule(allow_nonfinite, atol, rtol, device)
         self.result = ValidationResult()
-        self._gathered = {o.name: ToleranceStats(o.name, o.tensor.dtype) for o in contract.outputs if o.tensor is not None}
+        self._gathered = {o.name: ToleranceStats(o.name, o.tensor.dtype, device) for o in contract.outputs if o.tensor is not None}
         self._seen: set[str] = set()  # outputs with at least one compared pair
 
     def add(self, s: Sample, compiled: Sequence[Any], refs64: Sequence[Any] | None) -> list[dict[str, Any]]:
@@ -98,7 +102,7 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
     from runtime_probe import numerics as _numerics
 
     b_atol, b_rtol = rule.tolerance(str(e.dtype).replace("torch.", ""))
-    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=rule.allow_nonfinite)
+    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=rule.allow_nonfinite, device=rule.device)
     row: dict[str, Any] = {
         "sample": s.id,
         "output": name,
@@ -106,13 +110,13 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
     }
     if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == c.shape:
         # the float64 reference's distance, recorded whatever the verdict (docs/zoo.md's column)
-        row.update(max_abs_vs_fp64=_max_abs_diff(c, r), eager_max_abs_vs_fp64=_max_abs_diff(e, r))
+        row.update(max_abs_vs_fp64=_max_abs_diff(c, r, rule.device), eager_max_abs_vs_fp64=_max_abs_diff(e, r, rule.device))
     verdict = bool(st.get("passed"))
     if st.get("nonfinite") and not rule.allow_nonfinite:
         result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
         verdict = True  # reported once, as non-finite
     elif not verdict and "reason" not in st and isinstance(r, torch.Tensor) and r.is_floating_point():
-        verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol)
+        verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol, rule.device)
         row.update(rmse_eager_vs_fp64=e_err, rmse_compiled_vs_fp64=c_err)
     row["verdict"] = "pass" if verdict else "fail"
     result.table.append(row)
@@ -165,10 +169,10 @@ def _g(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def _max_abs_diff(a: Any, b: Any) -> float | None:
+def _max_abs_diff(a: Any, b: Any, device: str | None) -> float | None:
     """max |a - b| in float64 over the finite differences; None for an empty or complex tensor."""
     from runtime_probe import numerics as _numerics
 
     if a.numel() == 0 or a.is_complex():
         return None
-    return _numerics.max_abs_diff(a, b)
+    return _numerics.max_abs_diff(a, b, device=device)

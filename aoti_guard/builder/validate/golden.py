@@ -190,7 +190,7 @@ def _fmt(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
-def excess_error(compiled: Any, eager: Any, rtol: float) -> float:
+def excess_error(compiled: Any, eager: Any, rtol: float, device: str | None = None) -> float:
     """max(0, |compiled - eager| - rtol * |eager|) over elements, ignoring matching non-finite values
     (chunk by chunk: runtime_probe.numerics says why)."""
     import torch
@@ -199,7 +199,7 @@ def excess_error(compiled: Any, eager: Any, rtol: float) -> float:
         return 0.0
     wide = torch.complex128 if compiled.is_complex() else torch.float64
     worst = 0.0
-    for c_part, e_part in _numerics.flat_chunks(compiled, eager):
+    for c_part, e_part in _numerics.flat_chunks(compiled, eager, device=device):
         c, e = c_part.to(wide), e_part.to(wide)
         same = (c == e) | (torch.isnan(c) & torch.isnan(e))
         diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
@@ -215,6 +215,7 @@ class ToleranceStats:
 
     output: str
     dtype: str
+    device: str | None = None  # where the arithmetic runs (runtime_probe.numerics.flat_chunks)
     excess: float = 0.0
     max_abs: float = 0.0
     max_rel: float = 0.0
@@ -222,9 +223,9 @@ class ToleranceStats:
     def add(self, compiled: Any, eager: Any) -> None:
         if self.dtype not in RTOL_FLOOR or compiled.numel() == 0:
             return  # integers and bools compare exactly; nothing to measure
-        self.excess = max(self.excess, excess_error(compiled, eager, RTOL_FLOOR[self.dtype]))
-        self.max_abs = max(self.max_abs, _numerics.max_abs_diff(compiled, eager))
-        self.max_rel = max(self.max_rel, _numerics.max_rel_diff(compiled, eager))
+        self.excess = max(self.excess, excess_error(compiled, eager, RTOL_FLOOR[self.dtype], self.device))
+        self.max_abs = max(self.max_abs, _numerics.max_abs_diff(compiled, eager, device=self.device))
+        self.max_rel = max(self.max_rel, _numerics.max_rel_diff(compiled, eager, device=self.device))
 
     def tolerance(self) -> Tolerance:
         if self.dtype not in RTOL_FLOOR:

@@ -242,7 +242,9 @@ class _Steps:
         self.eager_fn, self.contract, self.options, self.run = eager_fn, contract, options, run
         self.fp64_reference, self.reference, self.out = fp64, reference, out
         self.index = {g.id: g for g in run.index}
-        self.comparison = Comparison(contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol)
+        # A CUDA build compares on its GPU, a chunk at a time: on the CPU, full-size logits took minutes.
+        on_gpu = options.device if options.device.startswith("cuda") else None
+        self.comparison = Comparison(contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol, device=on_gpu)
         self.child_failures: list[Finding] = []
         self.crashed: GoldenSample | None = None
         self.child_gone = False

@@ -78,15 +78,16 @@ class ThreeWay:
         return out
 
 
-def _rmse(a: Any, b: Any) -> float:
+def _rmse(a: Any, b: Any, device: str | None = None) -> float:
     from runtime_probe import numerics as _numerics
 
-    return _numerics.rmse(a, b)
+    return _numerics.rmse(a, b, device=device)
 
 
-def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float) -> tuple[bool, float, float]:
-    """(out is about as close to float64 as eager is, RMSE eager vs fp64, RMSE out vs fp64)."""
-    e_err, o_err = _rmse(eager, ref64), _rmse(out, ref64)
+def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float, device: str | None = None) -> tuple[bool, float, float]:
+    """(out is about as close to float64 as eager is, RMSE eager vs fp64, RMSE out vs fp64);
+    ``device``: where the arithmetic runs."""
+    e_err, o_err = _rmse(eager, ref64, device), _rmse(out, ref64, device)
     return math.isfinite(o_err) and o_err <= 3.0 * e_err + atol / 10.0, e_err, o_err
 
 

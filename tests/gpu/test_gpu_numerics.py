@@ -1,0 +1,32 @@
+"""A CUDA build compares its outputs on the GPU, a chunk at a time (runtime_probe.numerics
+``device``): the answers must be the CPU's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aoti_guard.builder.validate.golden import ToleranceStats
+from runtime_probe import numerics
+
+pytestmark = pytest.mark.gpu
+
+
+def test_comparisons_on_the_gpu_give_the_cpu_answers() -> None:
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(3, 1000, 700, generator=g)
+    out = ref + 1e-4 * torch.randn(3, 1000, 700, generator=g)
+    out[1, 2, 3], out[2, 5, 6], ref[2, 5, 6] = float("nan"), float("inf"), float("inf")
+    out[0, 999, 1] += 2.0
+    for chunk in (None, 100_003):
+        cpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=chunk)
+        gpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=chunk, device="cuda")
+        assert gpu == cpu
+    assert numerics.max_abs_diff(out, ref, device="cuda") == numerics.max_abs_diff(out, ref)
+    assert numerics.max_rel_diff(out, ref, device="cuda") == numerics.max_rel_diff(out, ref)
+    finite_out, finite_ref = out.nan_to_num(0.0, 0.0), ref.nan_to_num(0.0, 0.0)
+    assert numerics.rmse(finite_out, finite_ref, device="cuda") == pytest.approx(numerics.rmse(finite_out, finite_ref), rel=1e-12)
+    on_gpu, on_cpu = ToleranceStats("y", "float32", "cuda"), ToleranceStats("y", "float32")
+    on_gpu.add(out, ref)
+    on_cpu.add(out, ref)
+    assert on_gpu.tolerance() == on_cpu.tolerance()
