@@ -115,3 +115,41 @@ def test_a_tool_failure_keeps_its_exception_in_the_summary() -> None:
     assert parity._first_error(report) == "tool.bug: build failed unexpectedly (a bug) (OSError: [Errno 28] No space left on device)"
     finding["code"] = "build.export_failed"
     assert parity._first_error(report) == "build.export_failed: build failed unexpectedly (a bug)"
+
+
+def test_heavy_models_run_one_at_a_time_beside_the_others(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four full-size models of GBs of weights at once filled the GPU machine's 64 GB disk: the
+    ``one_at_a_time`` models never overlap one another, while the others still run beside them."""
+    import threading
+    import time
+
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps: list[set[str]] = []
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        with lock:
+            running.add(name)
+            overlaps.append(set(running))
+        time.sleep(0.05)
+        with lock:
+            running.discard(name)
+        return {"name": name, "parity": True}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    names = ["big1", "big2", "big3", "a", "b", "c", "d"]
+    results = parity.run_parity(
+        names, size="full", device="cuda", out_dir=str(tmp_path), timeout=10, jobs=3, one_at_a_time={"big1", "big2", "big3"}
+    )
+    assert [r["name"] for r in results] == names  # in the order asked for
+    assert all(len(seen & {"big1", "big2", "big3"}) <= 1 for seen in overlaps)
+    assert any(len(seen) >= 2 for seen in overlaps)  # not simply serial
+    assert max(len(seen) for seen in overlaps) <= 3  # jobs still bounds the whole
+
+
+def test_a_bare_path_cut_by_the_deadline_is_not_a_bare_failure() -> None:
+    """bart's bare path was cut by a GPU call's deadline and the run said "parity: yes"."""
+    cut = parity.judge({**_result("bart", {"ok": False, "error": "timeout", "deadline": True}, None), "incomplete": "deadline"})
+    assert cut["parity"] is None
+    failed = parity.judge(_result("bart", {"ok": False, "error": "export failed"}, None))
+    assert failed["parity"] is True  # a bare path that really fails leaves nothing to match
