@@ -578,10 +578,13 @@ def run_parity(
     build_args: Sequence[str] = (),
     keep_packages: bool = True,
     one_at_a_time: Collection[str] = (),
+    bare_done: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
     not started before ``deadline`` is left out). The models in ``one_at_a_time`` (GBs of
     weights: ``models.HEAVY_FULL`` at full size) run one after another, in one of the ``jobs``.
+    The models in ``bare_done`` skip the bare path: an earlier run of the series measured it, and
+    ``--report`` over the series takes it from there (``merge_runs``).
 
     ``keep_packages=False`` deletes each model's packages once its steps are done: at full size
     they are GBs each, and the GPU run of nine models at once filled its machine's 64 GB disk
@@ -593,7 +596,12 @@ def run_parity(
         if deadline is not None and deadline - time.monotonic() < _MIN_STEP_S:
             _progress(name, "parity", "not started (deadline)")
             return
-        r = run_model(name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=bare, deadline=deadline, build_args=build_args)
+        again = bare and name not in bare_done
+        if bare and not again:
+            _progress(name, "bare", "measured by an earlier run of the series (--rest-of): not run again")
+        r = run_model(
+            name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=again, deadline=deadline, build_args=build_args
+        )
         if not keep_packages:
             for path in (os.path.join(out_dir, f"{name}.pt2"), os.path.join(out_dir, f"{name}.rejected.pt2")):
                 with contextlib.suppress(FileNotFoundError):
@@ -895,11 +903,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ[LOADER_ENV] = ns.bare_loader
     names = ns.names or models.names()
     finished: set[str] = set()
+    bare_done: set[str] = set()  # an earlier call's bare path packaged it: not measured twice
     for saved in ns.rest_of or []:
         previous = _load_json(saved)
         if previous is None:
             parser.error(f"cannot read {saved}")
         finished |= {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
+        bare_done |= {r["name"] for r in previous.get("results", []) if (r.get("bare") or {}).get("ok")}
     names = [n for n in names if n not in finished]
     for name in names:
         models.entry(name)  # an unknown name fails before any compile
@@ -942,6 +952,7 @@ def main(argv: list[str] | None = None) -> int:
             build_args=ns.build_arg,
             keep_packages=keep,
             one_at_a_time=models.HEAVY_FULL if ns.size == "full" and ns.jobs > 1 else (),
+            bare_done=bare_done,
         )
     finally:
         if not keep:

@@ -153,3 +153,22 @@ def test_a_bare_path_cut_by_the_deadline_is_not_a_bare_failure() -> None:
     assert cut["parity"] is None
     failed = parity.judge(_result("bart", {"ok": False, "error": "export failed"}, None))
     assert failed["parity"] is True  # a bare path that really fails leaves nothing to match
+
+
+def test_a_series_does_not_measure_a_bare_path_twice(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU call's deadline cut llama's build after its bare path had packaged it: the next call
+    of the series builds it without spending the bare path's minutes again, and the report over
+    the series takes the earlier bare path (merge_runs)."""
+    asked: dict[str, bool] = {}
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        asked[name] = kw["bare"]
+        return {"name": name, "parity": True}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    parity.run_parity(["llama", "gpt2"], size="full", device="cuda", out_dir=str(tmp_path), timeout=10, bare_done={"llama"})
+    assert asked == {"llama": False, "gpt2": True}
+    first = {"started": "t1", "results": [{**_result("llama", _bare(), None), "incomplete": "deadline"}]}
+    second = {"started": "t2", "results": [_result("llama", None, 150.0)]}
+    merged = parity.merge_runs([first, second])["results"][0]
+    assert merged["bare"]["from_run"] == "t1" and merged["build"]["ratio"] == 1.5
