@@ -190,6 +190,7 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         "passed": bool(report.get("passed")),
         "phases": {p["name"]: {"status": p.get("status"), "seconds": p.get("seconds")} for p in report.get("phases", [])},
         "samples": detail.get("samples") or [],
+        "validate_timings": detail.get("timings") or [],  # per sample: eager, fp64, compiled, compare seconds
         "symbols": symbols,
         "full_coverage": (bool(symbols) and all(s["at_min"] and s["at_max"] for s in symbols.values())) or not symbols,
         "max_abs_vs_eager": worst("max_abs"),

@@ -438,6 +438,7 @@ def validate_step(st: BuildState) -> StepResult:
     detail: dict[str, Any] = {
         "samples": [g.id for g in st.outcome.index],
         "coverage": st.outcome.coverage,
+        "timings": st.outcome.timings,
         "twin": st.outcome.twin_info,
         "table": st.outcome.table,
     }

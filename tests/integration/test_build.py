@@ -45,6 +45,11 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     twin = next(p for p in report["phases"] if p["name"] == "debug_twin")
     assert twin["detail"]["where"] == "a child process, beside the release compile" and twin["detail"]["child_s"] > 0
     assert "[compile] the debug twin compiles in a child process beside the release model" in example_pkg.stderr
+    # validation went one sample at a time, each with its seconds per step (builder/validate/run.py)
+    validate = next(p for p in report["phases"] if p["name"] == "validate")
+    timings = validate["detail"]["timings"]
+    assert [t["sample"] for t in timings][0] == "example" and len(timings) >= 3
+    assert all({"eager_s", "fp64_s", "compiled_s", "compare_s"} <= set(t) for t in timings)
 
 
 def test_static_manifest_matches_the_model(static_pkg: Built) -> None:

@@ -107,3 +107,13 @@ def test_the_store_keeps_samples_in_order_under_the_cap_and_frees_the_rest() -> 
     assert samples[1].outputs == []  # not stored: its eager outputs are let go
     dropped = [f for f in out.findings if f.code == "build.sample_dropped"]
     assert len(dropped) == 1 and "golden sample min not stored" in dropped[0].message
+
+
+def test_each_sample_reports_where_its_time_went() -> None:
+    steps = _Recording(stored=set(), fail_eager={"min"})
+    timings: list[dict[str, Any]] = []
+    validate_each(_samples("example", "min", "max"), steps, timings)
+    assert [t["sample"] for t in timings] == ["example", "min", "max"]
+    assert set(timings[0]) == {"sample", "eager_s", "fp64_s", "compiled_s", "compare_s"}
+    assert set(timings[1]) == {"sample", "eager_s"}  # dropped by eager: nothing else ran
+    assert all(v >= 0 for t in timings for k, v in t.items() if k != "sample")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -140,6 +141,7 @@ class Validation:
     twin_info: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None  # the ONNX Runtime reference's detail (--reference onnxruntime)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> min, max, values tested
+    timings: list[dict[str, Any]] = field(default_factory=list)  # per sample: seconds of eager, fp64, compiled, compare
 
 
 def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
@@ -205,24 +207,48 @@ class SampleSteps(Protocol):
         """True once no further sample can run (the child is gone)."""
 
 
-def validate_each(samples: Sequence[Sample], steps: SampleSteps) -> list[Sample]:
+def validate_each(samples: Sequence[Sample], steps: SampleSteps, timings: list[dict[str, Any]] | None = None) -> list[Sample]:
     """Validate the samples one at a time; returns those eager accepted, in order.
 
     Each sample's outputs (eager, float64, compiled) exist only while it is being validated:
-    ``done`` runs before the next sample's eager outputs are made."""
+    ``done`` runs before the next sample's eager outputs are made. ``timings`` gets each sample's
+    seconds per step (the build report's ``validate.detail.timings``: where validation's time goes)."""
     accepted: list[Sample] = []
     for s in samples:
         if steps.stopped():
             break
-        if steps.eager(s):
+        clock = _StepClock(s.id)
+        with clock("eager"):
+            kept = steps.eager(s)
+        if kept:
             accepted.append(s)
-            refs64 = steps.fp64(s)
-            compiled = steps.compiled(s)
+            with clock("fp64"):
+                refs64 = steps.fp64(s)
+            with clock("compiled"):
+                compiled = steps.compiled(s)
             if compiled is not None:
-                steps.judge(s, compiled, refs64)
+                with clock("compare"):
+                    steps.judge(s, compiled, refs64)
             del refs64, compiled
         steps.done(s)
+        if timings is not None:
+            timings.append(clock.seconds)
     return accepted
+
+
+class _StepClock:
+    """One sample's seconds per step, rounded for the report."""
+
+    def __init__(self, sample: str) -> None:
+        self.seconds: dict[str, Any] = {"sample": sample}
+
+    @contextlib.contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[f"{step}_s"] = round(time.perf_counter() - started, 3)
 
 
 class _Steps:
@@ -352,7 +378,7 @@ def run_validation(
             return out
         note("validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child")
         steps = _Steps(eager_fn, contract, options, run, fp64, reference, out)
-        accepted = validate_each(samples, steps)
+        accepted = validate_each(samples, steps, out.timings)
         if fp64 is not None:
             fp64.close()
             if fp64.skipped is not None:
