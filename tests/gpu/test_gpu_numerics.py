@@ -30,3 +30,26 @@ def test_comparisons_on_the_gpu_give_the_cpu_answers() -> None:
     on_gpu.add(out, ref)
     on_cpu.add(out, ref)
     assert on_gpu.tolerance() == on_cpu.tolerance()
+
+
+def test_a_cuda_comparison_judges_as_the_cpu_one() -> None:
+    """Comparison(device="cuda") stages the sample's tensors on the GPU once (compare._staged)."""
+    from aoti_guard.builder.validate.compare import Comparison
+    from aoti_guard.builder.validate.golden import Sample
+    from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
+
+    contract = IOContract(params=(), inputs=(), outputs=(OutputSpec("y", TensorSpec("float32", (64, 999), (999, 1), True, "cuda")),), symbols=())
+    g = torch.Generator().manual_seed(1)
+    eager = torch.randn(64, 999, generator=g)
+    compiled = eager + 1e-6 * torch.randn(64, 999, generator=g)
+    compiled[3, 4] += 1.0  # fails allclose, and is farther from float64 than eager
+    ref64 = eager.double()
+    sample = Sample("max", {}, [], [eager])
+    tables = []
+    for device in (None, "cuda"):
+        comparison = Comparison(contract, allow_nonfinite=False, atol=None, rtol=None, device=device)
+        comparison.add(sample, [compiled], [ref64])
+        result = comparison.finish()
+        tables.append((result.table, [f.code for f in result.findings], result.tolerances))
+    assert tables[0] == tables[1]
+    assert tables[0][1] == ["build.validation_failed"]

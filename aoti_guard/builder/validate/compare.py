@@ -83,6 +83,7 @@ class Comparison:
                 )
                 continue
             r = refs64[k] if refs64 is not None and k < len(refs64) else None
+            c, e, r = _staged(self.rule.device, c, e, r)
             _judge_one(self.result, self.rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
             if spec.name in self._gathered:
                 self._gathered[spec.name].add(c, e)
@@ -93,6 +94,23 @@ class Comparison:
         """The result, with a tolerance for every output that was compared at least once."""
         self.result.tolerances = [g.tolerance() for name, g in self._gathered.items() if name in self._seen]
         return self.result
+
+
+def _staged(device: str | None, *tensors: Any) -> list[Any]:
+    """The tensors copied to ``device`` once, when it is a GPU with room for them twice over:
+    each comparison then reads them there instead of copying every chunk again (six passes over
+    an output and its references: gpt2's logits came to 46 GB of copies per sample). Otherwise as
+    they are; the chunks go over one at a time. The copies are freed before the child runs the
+    next sample (run.py empties the cache)."""
+    import torch
+
+    if device is None or not device.startswith("cuda"):
+        return list(tensors)
+    need = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    if 2 * need > free:
+        return list(tensors)
+    return [t.to(device) if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
 def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: Any, e: Any, r: Any, *, has_refs: bool) -> None:

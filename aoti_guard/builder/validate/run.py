@@ -398,6 +398,7 @@ def run_validation(
             out.findings += ref_findings
         if twin_pt2 is not None and not steps.child_failures:
             note("running the debug twin")
+            _free_cached_gpu_memory(options.device)  # the comparisons' copies, before the child runs the twin
             nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
             out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite)
             out.findings += twin_findings
