@@ -48,7 +48,7 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     # validation went one sample at a time, each with its seconds per step (builder/validate/run.py)
     validate = next(p for p in report["phases"] if p["name"] == "validate")
     timings = validate["detail"]["timings"]
-    assert [t["sample"] for t in timings][0] == "example" and len(timings) >= 3
+    assert timings[0]["sample"] == "example" and len(timings) >= 3
     assert all({"eager_s", "fp64_s", "compiled_s", "compare_s"} <= set(t) for t in timings)
 
 
