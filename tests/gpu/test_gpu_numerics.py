@@ -38,7 +38,9 @@ def test_a_cuda_comparison_judges_as_the_cpu_one() -> None:
     from aoti_guard.builder.validate.golden import Sample
     from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 
-    contract = IOContract(params=(), inputs=(), outputs=(OutputSpec("y", TensorSpec("float32", (64, 999), (999, 1), True, "cuda")),), symbols=())
+    contract = IOContract(
+        params=(), inputs=(), outputs=(OutputSpec("y", TensorSpec("float32", (64, 999), (999, 1), True, "cuda")),), symbols=()
+    )
     g = torch.Generator().manual_seed(1)
     eager = torch.randn(64, 999, generator=g)
     compiled = eager + 1e-6 * torch.randn(64, 999, generator=g)
