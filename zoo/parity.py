@@ -700,7 +700,8 @@ def public_command(command: str) -> str:
 
 def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several saved runs as one (the GPU run is split over calls): results in order, a later
-    run's result for a model replacing an earlier one's; every command kept. A later result
+    run's result for a model replacing an earlier one's, unless the later one was cut by its
+    run's deadline and the earlier one was complete and at parity; every command kept. A later result
     without the bare path (``--no-bare``) keeps the earlier one's bare path as its baseline, marked
     with the run it came from, and its ratios and parity are judged against it."""
     if len(runs) == 1:
@@ -709,6 +710,15 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by_name: dict[str, dict[str, Any]] = {}
     for run in runs:
         for r in run.get("results", []):
+            before = by_name.get(r["name"])
+            if r.get("incomplete") and before is not None and not before.get("incomplete") and before.get("parity"):
+                # a later call's deadline cut it: the earlier result, complete and at parity, stands;
+                # a bare path the later call packaged is newer evidence than a failed one
+                if (r.get("bare") or {}).get("ok") and not (before.get("bare") or {}).get("ok"):
+                    by_name[r["name"]] = judge(
+                        {**before, "build": dict(before["build"]), "bare": {**r["bare"], "from_run": run.get("started")}}
+                    )
+                continue
             earlier = by_name.pop(r["name"], None)
             if r.get("bare") is None and earlier is not None and earlier.get("bare") is not None:
                 # a --no-bare rerun (the GPU session re-running only aoti-guard's steps): the

@@ -172,3 +172,25 @@ def test_a_series_does_not_measure_a_bare_path_twice(tmp_path: Any, monkeypatch:
     second = {"started": "t2", "results": [_result("llama", None, 150.0)]}
     merged = parity.merge_runs([first, second])["results"][0]
     assert merged["bare"]["from_run"] == "t1" and merged["build"]["ratio"] == 1.5
+
+
+def test_a_result_cut_by_a_later_deadline_does_not_replace_a_complete_one() -> None:
+    """resnet-like models passed in one GPU call and were cut by the next call's deadline: the
+    report over the series kept the cut result and counted them as not packaged."""
+    done = {**_result("regnet", _bare(), 130.0), "parity": True}
+    cut = {**_result("regnet", {"ok": False, "deadline": True}, None), "incomplete": "deadline"}
+    merged = parity.merge_runs([{"started": "t1", "results": [done]}, {"started": "t2", "results": [cut]}])
+    assert merged["results"][0]["build"]["seconds"] == 130.0 and merged["results"][0]["run_started"] == "t1"
+    again = {**_result("regnet", _bare(), 120.0), "parity": True}  # a later complete result still replaces it
+    merged = parity.merge_runs([{"started": "t1", "results": [done]}, {"started": "t3", "results": [again]}])
+    assert merged["results"][0]["build"]["seconds"] == 120.0
+
+
+def test_a_cut_rerun_still_brings_its_newer_bare_path() -> None:
+    """llama's bare path failed under an older definition of its dims (parity then held, as the
+    bare path failed); a later call packaged it and was cut: the bare failure no longer stands."""
+    old = parity.judge({**_result("llama", {"ok": False, "error": "export failed"}, None)})
+    assert old["parity"] is True
+    cut = {**_result("llama", _bare(), None), "incomplete": "deadline"}
+    merged = parity.merge_runs([{"started": "t1", "results": [old]}, {"started": "t2", "results": [cut]}])["results"][0]
+    assert merged["bare"]["ok"] and merged["bare"]["from_run"] == "t2" and merged["parity"] is False
