@@ -713,8 +713,9 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             before = by_name.get(r["name"])
             if r.get("incomplete") and before is not None and not before.get("incomplete") and before.get("parity"):
                 # a later call's deadline cut it: the earlier result, complete and at parity, stands;
-                # a bare path the later call packaged is newer evidence than a failed one
-                if (r.get("bare") or {}).get("ok") and not (before.get("bare") or {}).get("ok"):
+                # but a bare path the later call packaged is the newer measure (and the one taken
+                # in the same conditions as the series' later builds)
+                if (r.get("bare") or {}).get("ok"):
                     by_name[r["name"]] = judge(
                         {**before, "build": dict(before["build"]), "bare": {**r["bare"], "from_run": run.get("started")}}
                     )
