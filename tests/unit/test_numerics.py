@@ -87,7 +87,8 @@ _PEAK = textwrap.dedent(
     numerics.CHUNK = 1 << 18  # 2 MB in float64: the fixed cost stays far under the tensor's size
     n = 25_000_000
     a = torch.randn(n)
-    b = a + 1e-4 * torch.randn(n)
+    b = a.clone()
+    b.mul_(1.0001)  # in place: no temporary raises the peak before the measure
     peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     base = peak()
     which = sys.argv[1]
@@ -104,8 +105,10 @@ _PEAK = textwrap.dedent(
 
 @pytest.mark.parametrize("which", ["stats", "tolerance", "rmse"])
 def test_comparing_a_large_output_needs_no_copy_of_it(which: str) -> None:
-    """Whole-tensor float64 temporaries grew the peak by about 17x the tensor's size for stats
-    (measured on this code before it was chunked); chunked, by a fraction of it."""
+    """Whole-tensor float64 temporaries grew the peak by about 14-17x the tensor's size for stats
+    (measured on this code before it was chunked, and with ``numerics.CHUNK`` at the tensor's
+    size: bench/compare_memory.py); chunked, by a fraction of it."""
     proc = subprocess.run([sys.executable, "-c", _PEAK, which], capture_output=True, text=True, timeout=300, check=True)
     growth = float(proc.stdout.strip().splitlines()[-1])
-    assert growth < 0.5, f"{which}: peak memory grew by {growth:.2f}x the compared tensor"
+    # whole-tensor: stats ~14-17x, the tolerance ~10x, rmse ~6x; chunked: 0.15-0.5x (allocator noise included)
+    assert growth < 2.0, f"{which}: peak memory grew by {growth:.2f}x the compared tensor"
