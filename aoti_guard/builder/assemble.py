@@ -23,6 +23,7 @@ from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
 from aoti_guard.pt2.writer import append_entries, copy_twin, hash_entries, zip_root
 from runtime_probe import layout
 from runtime_probe._version import __version__
+from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, TwinInfo, dump_manifest
 
 __all__ = ["assemble", "summary"]
@@ -33,6 +34,24 @@ def _isa_configs(options: BuildOptions) -> dict[str, object]:
     if options.cpu_isa is None or not options.device.startswith("cpu"):
         return {}
     return dict(CPU_ISA_LEVELS.get(options.cpu_isa, {}))
+
+
+def _toolchain_of(release_pt2: str, so_rel: str | None, wrapper: Any) -> Any:
+    """The toolchain record, reading the release .so's ELF tables through a view of the stored
+    entry: the .so holds the weights (4.4 GB for TinyLlama's shape), and only its headers and
+    version tables are needed."""
+    if so_rel is None:
+        return toolchain.build_toolchain(wrapper, None)
+    archive, _ = open_archive(release_pt2)
+    if archive is None:
+        return toolchain.build_toolchain(wrapper, None)
+    with archive:
+        view = archive.view(so_rel)
+        try:
+            return toolchain.build_toolchain(wrapper, view)
+        finally:
+            if isinstance(view, memoryview):
+                view.release()
 
 
 def assemble(
@@ -55,7 +74,7 @@ def assemble(
     from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 
     root = zip_root(release_pt2)
-    wrapper_text, so_bytes = "", None
+    wrapper_text, so_rel = "", None
     kernel_files: list[tuple[str, bytes]] = []
     aoti_meta: dict[str, str] = {}
     with zipfile.ZipFile(release_pt2) as zf:
@@ -65,8 +84,8 @@ def assemble(
                 continue
             if rel.endswith(".wrapper.cpp"):
                 wrapper_text = zf.read(name).decode("utf-8", "replace")
-            elif rel.endswith(".so") and (so_bytes is None or rel.endswith(".wrapper.so")):
-                so_bytes = zf.read(name)
+            elif rel.endswith(".so") and (so_rel is None or rel.endswith(".wrapper.so")):
+                so_rel = rel
             elif rel.endswith((".cubin", ".fatbin")):
                 kernel_files.append((rel, zf.read(name)))
             elif rel.endswith("_metadata.json") and not aoti_meta:
@@ -79,7 +98,7 @@ def assemble(
     if options.cuda_archs and options.device.startswith("cuda"):
         # the list the build checked the kernels against: the probe's arch rule reads it
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
-    tools = toolchain.build_toolchain(wrapper, so_bytes)
+    tools = _toolchain_of(release_pt2, so_rel, wrapper)
     constants = extract_constants(ep, wrapper.runtime_constants())
 
     golden = None
@@ -94,8 +113,9 @@ def assemble(
             TOLERANCE_RULE,
         )
     twin = None
+    hashed: dict[str, str] = {}
     if twin_pt2 is not None:
-        copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
+        hashed = copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
         twin = TwinInfo(
             layout.TWIN_MODEL,
             layout.TWIN_DIR,
@@ -114,7 +134,7 @@ def assemble(
         target=target,
         toolchain=tools,
         constants=tuple(constants),
-        hashes=hash_entries(release_pt2),
+        hashes=hash_entries(release_pt2, known=hashed),
         golden=golden,
         debug_twin=twin,
         inductor_configs={k: str(v) for k, v in {**_isa_configs(options), **options.inductor_configs}.items()},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runtime_probe import layout
@@ -46,31 +46,37 @@ def append_entries(path: str, entries: Iterable[tuple[str, bytes]]) -> None:
             zf.writestr(entry_info(f"{root}/{rel}"), data)
 
 
-def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> list[str]:
-    """Copy the twin's model files into ``dest`` under ``prefix``; returns the new entry names."""
+def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> dict[str, str]:
+    """Copy the twin's model files into ``dest`` under ``prefix``; returns each new entry's
+    SHA-256, computed on the way (the twin's .so holds a second copy of the weights: GBs that
+    ``hash_entries`` then need not read again)."""
     root = zip_root(dest)
     src_dir = layout.model_dir(twin_model)
-    written = []
+    written: dict[str, str] = {}
     with zipfile.ZipFile(twin_pt2) as src, zipfile.ZipFile(dest, "a", zipfile.ZIP_STORED, allowZip64=True) as out:
         for info in src.infolist():
             rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
             if not rel.startswith(src_dir) or info.is_dir():
                 continue
             new_rel = prefix + rel[len(src_dir) :]
+            digest = hashlib.sha256()
             with src.open(info) as fin, out.open(entry_info(f"{root}/{new_rel}"), "w", force_zip64=True) as fout:
                 while chunk := fin.read(_CHUNK):
                     fout.write(chunk)
-            written.append(new_rel)
+                    digest.update(chunk)
+            written[new_rel] = digest.hexdigest()
     return written
 
 
-def hash_entries(path: str) -> dict[str, str]:
-    """SHA-256 of every entry but the manifest and its signature."""
+def hash_entries(path: str, known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """SHA-256 of every entry but the manifest and its signature; ``known``: hashes computed as
+    those entries were written (``copy_twin``), taken as they are."""
     archive, findings = open_archive(path)
     if archive is None or findings:
         raise RuntimeError(f"the package just written is not a clean archive: {[f.message for f in findings]}")
+    known = known or {}
     with archive:
-        return {rel: archive.sha256(rel) for rel in sorted(archive.entries) if rel not in layout.UNHASHED}
+        return {rel: known.get(rel) or archive.sha256(rel) for rel in sorted(archive.entries) if rel not in layout.UNHASHED}
 
 
 def sha256_bytes(data: bytes) -> str:
