@@ -8,7 +8,17 @@ import pytest
 import torch
 
 from aoti_guard.builder.validate.golden import Sample
-from aoti_guard.builder.validate.verdict import AGREE, COMPILER, NONE, NUMERICS, classify, compare_pair, judge, three_way, verdict_findings
+from aoti_guard.builder.validate.verdict import (
+    AGREE,
+    COMPILER,
+    NONE,
+    NUMERICS,
+    classify,
+    compare_pair,
+    judge_sample,
+    three_way,
+    verdict_findings,
+)
 from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
@@ -146,7 +156,8 @@ def test_judge_extends_the_table_rows() -> None:
     table: list[dict[str, Any]] = [{"sample": "example", "output": "y", "verdict": "fail"}]
     compiled = {"example": [eager + 1.0, None]}
     ort = {"example": [eager.clone(), None]}
-    findings = judge(_contract(), [sample], compiled, ort, None, table, atol=None, rtol=None)
+    results = judge_sample(_contract(), sample, compiled["example"], ort["example"], None, table, atol=None, rtol=None)
+    findings = verdict_findings(results)
     assert [f.code for f in findings] == ["build.compiler_suspect"]
     row = table[0]
     assert row["reference_verdict"] == "compiler"
@@ -157,5 +168,6 @@ def test_judge_uses_the_user_tolerance() -> None:
     eager = _x()
     sample = Sample("example", {}, [], [eager, 3])
     table: list[dict[str, Any]] = [{"sample": "example", "output": "y"}]
-    findings = judge(_contract(), [sample], {"example": [eager + 0.01, None]}, {"example": [eager, None]}, None, table, atol=0.1, rtol=None)
+    results = judge_sample(_contract(), sample, [eager + 0.01, None], [eager, None], None, table, atol=0.1, rtol=None)
+    findings = verdict_findings(results)
     assert [f.code for f in findings] == ["build.references_agree"]

@@ -34,7 +34,6 @@ __all__ = [
     "Sample",
     "ToleranceStats",
     "coverage",
-    "derive_tolerance",
     "make_samples",
 ]
 
@@ -233,14 +232,6 @@ class ToleranceStats:
         floor = ATOL_FLOOR[self.dtype]
         atol = max(floor, MARGIN * self.excess) if math.isfinite(self.excess) else floor
         return Tolerance(self.output, atol, RTOL_FLOOR[self.dtype], _clean(self.max_abs), _clean(self.max_rel))
-
-
-def derive_tolerance(output: str, dtype: str, pairs: Sequence[tuple[Any, Any]]) -> Tolerance:
-    """The recorded tolerance of one output from its (compiled, eager) pairs over all samples."""
-    gathered = ToleranceStats(output, dtype)
-    for c, e in pairs:
-        gathered.add(c, e)
-    return gathered.tolerance()
 
 
 def _clean(value: float) -> float:

@@ -19,7 +19,7 @@ on compiled vs eager, this names the likely cause and suggests --minify); ``nume
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,6 @@ __all__ = [
     "classify",
     "close_to_fp64",
     "compare_pair",
-    "judge",
     "judge_sample",
     "three_way",
 ]
@@ -250,26 +249,3 @@ def judge_sample(
         if row is not None:
             row.update(r.columns())
     return results
-
-
-def judge(
-    contract: IOContract,
-    samples: Sequence[Any],
-    compiled: Mapping[str, list[Any]],
-    ort: Mapping[str, list[Any]],
-    refs64: Mapping[str, list[Any]] | None,
-    table: list[dict[str, Any]],
-    *,
-    atol: float | None,
-    rtol: float | None,
-    minify: bool = False,
-) -> list[Finding]:
-    """``judge_sample`` over every sample that has compiled outputs, then the verdict findings."""
-    results: list[ThreeWay] = []
-    for s in samples:
-        outs = compiled.get(s.id)
-        if outs is None:
-            continue
-        refs = refs64.get(s.id) if refs64 is not None else None
-        results += judge_sample(contract, s, outs, ort.get(s.id), refs, table, atol=atol, rtol=rtol)
-    return verdict_findings(results, minify=minify)
