@@ -108,6 +108,8 @@ def layout_problems(fh: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: End) ->
             raw_name = fh.read(name_len)
             if raw_name != info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", "replace"):
                 problems.append(f"entry {info.filename[:120]!r} carries another name in its local header")
+            elif (differs := _local_disagrees(header, info)) is not None:
+                problems.append(f"entry {info.filename[:120]!r} has another {differs} in its local header")
             end_of_data = info.header_offset + _LOCAL_SIZE + name_len + extra_len + info.compress_size
             spans.append((info.header_offset, end_of_data, info.filename))
         if len(problems) >= MAX_PROBLEMS:
@@ -122,3 +124,26 @@ def layout_problems(fh: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: End) ->
     if spans and max(e for _, e, _ in spans) > end.cd_offset:
         problems.append("has an entry that runs into its central directory")
     return problems
+
+
+def _local_disagrees(header: bytes, info: zipfile.ZipInfo) -> str | None:
+    """Which field of a local header contradicts the central directory, or None.
+
+    Readers that stream a zip (and some extractors) trust the local header, zipfile and miniz the
+    central directory: flags (encryption, data descriptor), method, CRC and sizes must say the same
+    in both. With a data descriptor (flag bit 3) the local CRC and sizes are zeros by design, and a
+    zip64 entry writes 0xFFFFFFFF there and its sizes in an extra field.
+    """
+    flags, method, _time, _date, crc, compressed, size = struct.unpack("<2H2H3L", header[6:26])
+    if flags != info.flag_bits:
+        return f"flag word (0x{flags:04x}, the directory says 0x{info.flag_bits:04x})"
+    if method != info.compress_type:
+        return f"compression method ({method}, the directory says {info.compress_type})"
+    if flags & 0x8:
+        return None
+    if crc != info.CRC:
+        return f"CRC (0x{crc:08x}, the directory says 0x{info.CRC:08x})"
+    for what, local, central in (("compressed size", compressed, info.compress_size), ("size", size, info.file_size)):
+        if local != 0xFFFFFFFF and local != central:
+            return f"{what} ({local}, the directory says {central})"
+    return None

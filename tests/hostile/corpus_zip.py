@@ -55,6 +55,15 @@ def add_cases(c: _Corpus, entries: Entries) -> None:
     )
     adjusted = zipcraft.build([zipcraft.Raw(f"{root}/data/aotinductor/model/a.so", b"x")], prefix=b"MZ" + bytes(62))
     c.add("zip-prepended-adjusted", "zip structure", adjusted, "archive.ambiguous", "64 bytes before the first entry, offsets adjusted")
+    local_only = bytearray(data)
+    local_only[6] |= 0x1  # the first local header's flag word: encrypted, the directory says not
+    c.add(
+        "zip-local-header-disagrees",
+        "zip structure",
+        bytes(local_only),
+        "archive.ambiguous",
+        "the first local header flagged encrypted, its directory record not",
+    )
     eocd = data.rfind(b"PK\x05\x06")
     lying = bytearray(data)
     lying[eocd + 16 : eocd + 20] = struct.pack("<L", struct.unpack("<L", data[eocd + 16 : eocd + 20])[0] + 7)

@@ -127,3 +127,54 @@ def test_many_roots_are_counted_in_linear_time(tmp_path: Path) -> None:
     _, findings = open_archive(path)
     assert time.monotonic() - started < 10
     assert "archive.unsafe_entry" in codes(findings)
+
+
+@pytest.mark.parametrize(
+    ("field", "offset", "value", "says"),
+    [
+        ("encryption flag", 6, b"\x01\x00", "flag word"),
+        ("method", 8, b"\x08\x00", "compression method"),
+        ("crc", 14, b"\xde\xad\xbe\xef", "CRC"),
+        ("size", 22, b"\x02\x00\x00\x00", "size"),
+    ],
+)
+def test_a_local_header_that_contradicts_the_directory_is_ambiguous(
+    field: str, offset: int, value: bytes, says: str, tmp_path: Path
+) -> None:
+    """A streaming reader trusts local headers, zipfile and miniz the directory: a byte flipped in a
+    local header's flags once passed the probe (zipfile reads the directory's copy)."""
+    source = make(tmp_path / "g.pt2", GOOD)
+    data = bytearray(source.read_bytes())
+    at = zipfile.ZipFile(source).getinfo("m/data/aotinductor/model/a.so").header_offset
+    data[at + offset : at + offset + len(value)] = value
+    bad = tmp_path / f"{field}.pt2"
+    bad.write_bytes(bytes(data))
+    archive, findings = open_archive(bad)
+    assert archive is None and codes(findings) == ["archive.ambiguous"], field
+    assert f"has another {says}" in findings[0].message and "a.so" in findings[0].message
+
+
+def test_local_headers_with_a_data_descriptor_match_their_directory(tmp_path: Path) -> None:
+    """zipfile writing to an unseekable stream (and torch's writer) leaves the local CRC and sizes
+    zero and sets flag bit 3: that is agreement, not a contradiction."""
+
+    class Unseekable:
+        def __init__(self) -> None:
+            self.buf = bytearray()
+
+        def write(self, b: bytes) -> int:
+            self.buf += b
+            return len(b)
+
+        def flush(self) -> None:
+            pass
+
+    sink = Unseekable()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_STORED) as zf:  # type: ignore[arg-type]
+        for name, blob in GOOD:
+            zf.writestr(name, blob)
+    path = tmp_path / "streamed.pt2"
+    path.write_bytes(bytes(sink.buf))
+    assert all(i.flag_bits & 0x8 for i in zipfile.ZipFile(path).infolist())
+    archive, findings = open_archive(path)
+    assert archive is not None and findings == []
