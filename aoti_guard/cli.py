@@ -179,7 +179,7 @@ def cli() -> None:
 @click.option(
     "--no-debug-twin",
     is_flag=True,
-    help="Do not compile the sanitized debug twin (a second compile of the model; the package is about half the size).",
+    help="Do not compile the sanitized debug twin (a second compile of the model, beside the release one; its .so adds the generated code, and the weights again with --twin-weights own).",
 )
 @click.option(
     "--twin-schedule",
@@ -189,6 +189,15 @@ def cli() -> None:
     help="Where the twin compiles: concurrent (a child process beside the release compile), after (here, after the release "
     "model, reusing its Triton kernels: one compile of them, for a host short of CPU); auto: concurrent "
     "(measured faster on CPU and on an H100).",
+)
+@click.option(
+    "--twin-weights",
+    type=click.Choice(["auto", "shared", "own"]),
+    default="auto",
+    show_default=True,
+    help="Where the twin's weights are: shared (none of its own: the package stores the weights once, and the probe and "
+    "runtime_probe.load give the twin the release model's), own (a second copy in the twin, about doubling the package); "
+    "auto: shared on CPU, own on CUDA (shared is not yet proven on a GPU).",
 )
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option(
@@ -295,6 +304,7 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         inductor_configs=_parse_config(params["configs"]),
         debug_twin=not params["no_debug_twin"],
         twin_schedule=params["twin_schedule"],
+        twin_weights=params["twin_weights"],
         trace_dir=params["trace_dir"],
         allow_nonfinite=params["allow_nonfinite"],
         allow_partial_coverage=params["allow_partial_coverage"],

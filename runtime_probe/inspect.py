@@ -60,11 +60,13 @@ def inspect_package(path: str) -> dict[str, Any]:
             else:
                 data["problems"] += [f.to_dict() for f in check_manifest(manifest, archive)]
                 data["manifest"] = manifest_to_dict(manifest)
-                if manifest.debug_twin is not None:
+                twin = manifest.twin
+                if twin is not None:
                     data["debug_twin"] = {
-                        **_model(archive, manifest.debug_twin.entry_prefix),
-                        "model_name": manifest.debug_twin.model_name,
-                        "stored_under": manifest.debug_twin.entry_prefix,
+                        **_model(archive, twin.entry_prefix),
+                        "model_name": twin.model_name,
+                        "stored_under": twin.entry_prefix,
+                        "weights": twin.weights,
                     }
         else:
             data["missing"] = WITHOUT_MANIFEST
@@ -177,9 +179,10 @@ def render_inspection(data: dict[str, Any]) -> str:
                 f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; tolerances "
                 + ", ".join(f"{t['output']}: atol {t['atol']:g} rtol {t['rtol']:g}" for t in g["tolerances"])
             )
-        tw = m.get("debug_twin")
+        tw = m.get("debug_twin_without_weights") or m.get("debug_twin")
+        weights = "the release model's weights, loaded at run time" if tw and tw.get("weights") == "release" else "its own weights"
         lines.append(
-            f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + ')' if tw else 'none'}"
+            f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + '; ' + weights + ')' if tw else 'none'}"
         )
         signer = (data.get("signature") or {}).get("key_id")
         lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'by ' + signer if signer else 'yes' if data.get('signed') else 'no'}")

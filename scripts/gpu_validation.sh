@@ -26,6 +26,7 @@ build() { local name=$1; shift; ( s=$(date +%s); env LD_PRELOAD="$PRELOAD" timeo
 build example --device cuda --no-debug-twin
 build gather tests/gpu/models_gpu.py:gather --device cuda
 build nan tests/gpu/models_gpu.py:nan_chain --device cuda
+build nan_shared tests/gpu/models_gpu.py:nan_chain --device cuda --twin-weights shared  # tests/gpu/test_gpu_twin_weights.py
 # --- issue 13 (tests/gpu/test_gpu_diagnosis.py): the build's own diagnosis, value ranges, --cuda-arch
 build_nopreload() { local name=$1; shift; ( s=$(date +%s); env -u LD_PRELOAD timeout 420 $PY -m aoti_guard build "$@" -o "$PKGS/$name.pt2" --json "$PKGS/$name.build.json" > "$RES/build_$name.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$RES/build_$name.log" ) & }
 build_nopreload example_nopreload --device cuda --no-debug-twin

@@ -13,10 +13,11 @@ import datetime as _dt
 from typing import Any
 
 from aoti_guard.builder import toolchain
-from aoti_guard.builder.compile import TWIN_CONFIGS
+from aoti_guard.builder.compile import SHARED_WEIGHTS_CONFIG, TWIN_CONFIGS
 from aoti_guard.builder.contract import extract_constants
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.targets import CPU_ISA_LEVELS
+from aoti_guard.builder.twin import weights as twin_weights
 from aoti_guard.builder.validate.golden import TOLERANCE_RULE
 from aoti_guard.builder.validate.run import Validation
 from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
@@ -116,13 +117,16 @@ def assemble(
     hashed: dict[str, str] = {}
     if twin_pt2 is not None:
         hashed = copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
+        weights = twin_weights(options.twin_weights, options.device)
+        configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
         twin = TwinInfo(
             layout.TWIN_MODEL,
             layout.TWIN_DIR,
             True,
             str(TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
-            {k: str(v) for k, v in TWIN_CONFIGS.items()},
+            {k: str(v) for k, v in configs.items()},
             tuple((outcome.twin_info or {}).get("kernels", [])),
+            weights,
         )
     manifest = Manifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
@@ -136,7 +140,8 @@ def assemble(
         constants=tuple(constants),
         hashes=hash_entries(release_pt2, known=hashed),
         golden=golden,
-        debug_twin=twin,
+        debug_twin=twin if twin is not None and twin.weights == "own" else None,
+        debug_twin_without_weights=twin if twin is not None and twin.weights == "release" else None,
         inductor_configs={k: str(v) for k, v in {**_isa_configs(options), **options.inductor_configs}.items()},
         validation={"table": outcome.table, "errors": sum(1 for f in outcome.findings if f.severity.value == "error")},
         aoti_metadata=aoti_meta,
@@ -158,7 +163,7 @@ def summary(manifest: Manifest) -> dict[str, Any]:
         "symbols": {s.name: [s.min, s.max] for s in manifest.io.symbols},
         "constants": len(manifest.constants),
         "golden_samples": [g.id for g in manifest.golden.samples] if manifest.golden else [],
-        "debug_twin": manifest.debug_twin is not None,
+        "debug_twin": manifest.twin is not None,
         "kernel_archs": list(manifest.target.kernel_archs),
         "cpu_isa": list(manifest.target.cpu_isa),
     }

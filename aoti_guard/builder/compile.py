@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "SHARED_WEIGHTS_CONFIG",
     "TWIN_CONFIGS",
     "CompileError",
     "compile_files",
@@ -28,6 +29,8 @@ __all__ = [
 TWIN_CONFIGS: dict[str, Any] = {"nan_asserts": True, "aot_inductor.debug_intermediate_value_printer": "3"}
 # Options that would make the twin unusable on its own (weights outside its .so) are not inherited.
 _NOT_FOR_TWIN = ("aot_inductor.package_constants_in_so", "aot_inductor.package_constants_on_disk_format")
+# Set False for a twin that shares the release model's weights (``--twin-weights shared``).
+SHARED_WEIGHTS_CONFIG = "aot_inductor.package_constants_in_so"
 _MANAGED = ("aot_inductor.package", "aot_inductor.output_path")
 
 
@@ -83,9 +86,13 @@ def release_configs(user: Mapping[str, Any], metadata: Mapping[str, str], *, min
     return configs
 
 
-def twin_configs(release: Mapping[str, Any]) -> dict[str, Any]:
+def twin_configs(release: Mapping[str, Any], *, own_weights: bool = True) -> dict[str, Any]:
+    """The release configs with the twin's instruments. ``own_weights=False``: no weights in the
+    twin's .so; whatever loads it gives it the release model's (runtime_probe.package.release_constants)."""
     configs = {k: copy.deepcopy(v) for k, v in release.items() if k not in _NOT_FOR_TWIN}
     configs.update(TWIN_CONFIGS)
+    if not own_weights:
+        configs[SHARED_WEIGHTS_CONFIG] = False
     return configs
 
 

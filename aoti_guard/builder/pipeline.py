@@ -64,6 +64,8 @@ def check_options(options: BuildOptions) -> None:
         raise UsageError(f"unknown device {dev!r}", hint="use cpu, cuda or cuda:N")
     if options.twin_schedule not in twin_mod.SCHEDULES:
         raise UsageError(f"unknown twin schedule {options.twin_schedule!r}", hint=f"use one of: {', '.join(twin_mod.SCHEDULES)}")
+    if options.twin_weights not in twin_mod.WEIGHTS:
+        raise UsageError(f"unknown twin weights {options.twin_weights!r}", hint=f"use one of: {', '.join(twin_mod.WEIGHTS)}")
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
     parse_dynamic(options.dynamic)
@@ -305,7 +307,7 @@ def compile_step(st: BuildState) -> StepResult:
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
     if st.options.debug_twin and twin_mod.schedule(st.options.twin_schedule) == "concurrent":
-        twin_configs = compile_mod.twin_configs(st.configs)
+        twin_configs = _twin_configs(st)
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(st.ep, twin_configs, _twin_dir(st), _twin_path(st), layout.TWIN_MODEL)
         if st.twin_child is not None:
             st.note("the debug twin compiles in a child process beside the release model")
@@ -374,6 +376,11 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
     return findings, {"target": {"cuda_archs": list(st.options.cuda_archs), "sass": list(stub.kernel_archs)}}
 
 
+def _twin_configs(st: BuildState) -> dict[str, Any]:
+    own = twin_mod.weights(st.options.twin_weights, st.options.device) == "own"
+    return compile_mod.twin_configs(st.configs, own_weights=own)
+
+
 def _twin_dir(st: BuildState) -> str:
     return os.path.join(st.work, "twin")
 
@@ -411,7 +418,7 @@ def twin_step(st: BuildState) -> StepResult:
         detail["not_in_child"] = st.twin_not_in_child
     try:
         package_mod.package_release(
-            _twin_path(st), compile_mod.compile_files(st.ep, compile_mod.twin_configs(st.configs)), layout.TWIN_MODEL
+            _twin_path(st), compile_mod.compile_files(st.ep, _twin_configs(st)), layout.TWIN_MODEL
         )
     except compile_mod.CompileError as exc:
         return [_twin_failed(exc.lines, None, {})], detail
@@ -433,7 +440,17 @@ def validate_step(st: BuildState) -> StepResult:
     """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
     assert st.contract is not None
     st.outcome = validate.run_validation(
-        st.ep, st.eager_fn, st.contract, st.configs, st.options, st.note, st.work, st.worker, st.release_pt2, st.twin_pt2
+        st.ep,
+        st.eager_fn,
+        st.contract,
+        st.configs,
+        st.options,
+        st.note,
+        st.work,
+        st.worker,
+        st.release_pt2,
+        st.twin_pt2,
+        twin_mod.weights(st.options.twin_weights, st.options.device),
     )
     detail: dict[str, Any] = {
         "samples": [g.id for g in st.outcome.index],

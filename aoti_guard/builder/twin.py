@@ -45,12 +45,31 @@ from typing import Any
 from aoti_guard import _proc
 from aoti_guard.builder.saved_program import save_program
 
-__all__ = ["SCHEDULES", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child"]
+__all__ = ["SCHEDULES", "WEIGHTS", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child", "weights"]
 
 CHILD_MODULE = "aoti_guard.builder.twin_child"
 
 
 SCHEDULES = ("auto", "concurrent", "after")
+
+
+WEIGHTS = ("auto", "shared", "own")
+
+
+def weights(requested: str, device: str) -> str:
+    """Where the twin's weights are: ``"release"`` (none of its own: the release model's are
+    loaded into it at run time, and the package stores them once) or ``"own"`` (a second copy in
+    the twin's .so, as before). ``requested`` is ``--twin-weights``.
+
+    ``auto`` shares them on CPU, where loading the release .so's constants into the twin is tested
+    on every build. On CUDA it keeps them: the same path (``AOTIModelContainerRunnerCuda``) has not
+    run on a GPU yet (scripts/gpu_validation.sh checks it with ``--twin-weights shared``).
+    """
+    if requested == "shared":
+        return "release"
+    if requested == "own":
+        return "own"
+    return "release" if device.split(":", 1)[0] == "cpu" else "own"
 
 
 def schedule(requested: str = "auto") -> str:

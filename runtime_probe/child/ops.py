@@ -138,16 +138,33 @@ def make_loader(path: str, model_name: str, device_index: int | None) -> Any:
     return AOTICompiledModel(loader)
 
 
-def op_load(state: State, key: str, path: str, model_name: str = "model", device_index: int | None = None) -> dict[str, Any]:
+def op_load(
+    state: State,
+    key: str,
+    path: str,
+    model_name: str = "model",
+    device_index: int | None = None,
+    constants_from: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Load a package's model. ``constants_from`` (``{"path", "model_name"}``): the model has no
+    weights of its own (a debug twin built without them) and takes that package model's
+    constants before anything can call it."""
     started = time.monotonic()
     model = make_loader(path, model_name, device_index)
     seconds = time.monotonic() - started
+    metadata = dict(model.get_metadata())
+    shared = None
+    if constants_from is not None:
+        from runtime_probe.package.release_constants import share_release_constants
+
+        device_type = metadata.get("AOTI_DEVICE_KEY", "cpu")
+        shared = share_release_constants(model, constants_from["path"], constants_from["model_name"], device_type, device_index)
     state.models[key] = model
     try:
         fqns = list(model.get_constant_fqns())
     except Exception:  # noqa: BLE001 - older runtimes lack it
         fqns = None
-    return {"seconds": round(seconds, 4), "constant_fqns": fqns, "metadata": dict(model.get_metadata())}
+    return {"seconds": round(seconds, 4), "constant_fqns": fqns, "metadata": metadata, "release_constants": shared}
 
 
 def _tensors(state: State, path: str) -> dict[str, Any]:

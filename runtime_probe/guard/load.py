@@ -29,7 +29,8 @@ from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy
-from runtime_probe.package.twin import materialize_twin
+from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
+from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.package.weights import constant_problems
 
 __all__ = ["GuardedModel", "load"]
@@ -130,6 +131,18 @@ def _load_verified(fspath: str, copy: str, device: str | None, model: str, verif
     from runtime_probe.child.ops import make_loader
 
     compiled = make_loader(load_path, model_name, index)
+    constants_from = twin_constants_from(copy, manifest) if tmp is not None else None
+    if constants_from is not None:  # a twin without weights: it must not be callable before it has them
+        try:
+            share_release_constants(compiled, constants_from["path"], constants_from["model_name"], device_type, index)
+        except ReleaseConstantsError as exc:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise PackageRejected(
+                f"{fspath}: the debug twin could not be given the release model's weights",
+                [error("load.error", "load", str(exc), hint="load the release model (model='model'); rebuild with --twin-weights own")],
+                hint="the release model is unaffected",
+            ) from None
     # the twin's own call wrapper is flat (aoti_guard/builder/twin.py): its call structure is the
     # release model's, which the manifest records
     guarded = GuardedModel(

@@ -30,7 +30,7 @@ from runtime_probe.ladder import readers as _diagnose
 from runtime_probe.ladder.findings import native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
-from runtime_probe.package.twin import materialize_twin
+from runtime_probe.package.twin import materialize_twin, twin_constants_from
 
 __all__ = ["LadderContext", "Replay", "run_ladder"]
 
@@ -106,13 +106,22 @@ def _strict_env(ctx: LadderContext) -> dict[str, str | None]:
 
 
 def _attempt(
-    ctx: LadderContext, replay: Replay, *, path: str, model: str, env: Mapping[str, str | None], prefix: Sequence[str] = ()
+    ctx: LadderContext,
+    replay: Replay,
+    *,
+    path: str,
+    model: str,
+    env: Mapping[str, str | None],
+    prefix: Sequence[str] = (),
+    constants_from: Mapping[str, str] | None = None,
 ) -> _Outcome:
-    """Load (and run the sample) in a fresh child; never raises for the child's failures."""
+    """Load (and run the sample) in a fresh child; never raises for the child's failures.
+    ``constants_from``: the model's weights are another package model's (a twin without its own)."""
     worker = Worker(env=env, python=ctx.python, prefix=prefix)
     out_mark = err_mark = 0
     try:
-        worker.request("load", ctx.timeout(), key="m", path=path, model_name=model, device_index=ctx.device_index)
+        load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
+        worker.request("load", ctx.timeout(), key="m", path=path, model_name=model, device_index=ctx.device_index, **load_args)
         if ctx.weights is not None:
             worker.request("load_weights", ctx.timeout(), **{**ctx.weights, "key": "m"})
         result = None
@@ -243,7 +252,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
 def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
     started = _begin(ctx, "step 2 debug twin")
-    if ctx.manifest is None or ctx.manifest.debug_twin is None:
+    if ctx.manifest is None or ctx.manifest.twin is None:
         _record(ctx, "twin", started, None, {"reason": "the package has no debug twin (built with --no-debug-twin, or not by aoti-guard)"})
         return []
     folder = os.path.join(ctx.tmp, "twin")
@@ -252,7 +261,14 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
     if twin_path is None:
         _record(ctx, "twin", started, None, {"reason": "the twin's files are missing from the archive"})
         return []
-    outcome = _attempt(ctx, replay, path=twin_path, model=ctx.manifest.debug_twin.model_name, env=_strict_env(ctx))
+    outcome = _attempt(
+        ctx,
+        replay,
+        path=twin_path,
+        model=ctx.manifest.twin.model_name,
+        env=_strict_env(ctx),
+        constants_from=twin_constants_from(ctx.path, ctx.manifest),
+    )
     crash = outcome.failure.signal if isinstance(outcome.failure, ChildCrashed) else None
     findings, evidence = twin_findings(
         outcome.stdout, outcome.stderr, replay_kind=replay.kind, device_type=ctx.device_type, crash_signal=crash

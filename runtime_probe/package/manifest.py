@@ -36,7 +36,7 @@ __all__ = [
     "parse_manifest",
 ]
 
-MANIFEST_SCHEMA_VERSION = "1.2"  # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs
+MANIFEST_SCHEMA_VERSION = "1.3"  # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs; 1.3: debug_twin_without_weights
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -221,6 +221,9 @@ class TwinInfo:
     intermediate_value_printer: str  # AOTI printer level compiled in ("3": kernel names)
     inductor_configs: dict[str, str] = field(default_factory=dict)
     kernels: tuple[str, ...] = ()  # kernel names the twin printed on the example sample at build time
+    # "own": the weights are in the twin's .so; "release": it has none and is given the release
+    # model's constants at load (runtime_probe.package.release_constants)
+    weights: str = "own"
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,16 @@ class Manifest:
     inductor_configs: dict[str, str] = field(default_factory=dict)
     validation: dict[str, Any] = field(default_factory=dict)
     aoti_metadata: dict[str, str] = field(default_factory=dict)
+    # A twin without weights of its own (weights "release") is recorded here, never under
+    # debug_twin: a 1.2 reader ignores this key and sees no twin, where under debug_twin it would
+    # load the twin without its constants and crash on the first call.
+    debug_twin_without_weights: TwinInfo | None = None
+
+    @property
+    def twin(self) -> TwinInfo | None:
+        """The debug twin, whichever key records it (``weights`` says whether it needs the
+        release model's constants)."""
+        return self.debug_twin_without_weights or self.debug_twin
 
     def output_names(self) -> list[str]:
         return [o.name for o in self.io.outputs]

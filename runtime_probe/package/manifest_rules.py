@@ -83,7 +83,16 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
         for t in g.tolerances:
             if t.atol < 0 or t.rtol < 0:
                 yield f"gives output {t.output[:40]!r} a negative tolerance"
-    twin = m.debug_twin
+    if m.debug_twin is not None and m.debug_twin_without_weights is not None:
+        yield "records two debug twins (debug_twin and debug_twin_without_weights)"
+    if m.debug_twin is not None and m.debug_twin.weights != "own":
+        yield f"records under debug_twin a twin whose weights are {m.debug_twin.weights[:40]!r} (only 'own' belongs there)"
+    if m.debug_twin_without_weights is not None and m.debug_twin_without_weights.weights != "release":
+        yield (
+            f"records under debug_twin_without_weights a twin whose weights are "
+            f"{m.debug_twin_without_weights.weights[:40]!r} (only 'release' belongs there)"
+        )
+    twin = m.twin
     if twin is not None:
         prefix = twin.entry_prefix
         if not _SAFE_NAME.match(twin.model_name) or twin.model_name in (".", ".."):

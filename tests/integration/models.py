@@ -234,3 +234,21 @@ class Groups8(torch.nn.Module):
 def groups8() -> Any:
     torch.manual_seed(8)
     return Groups8().eval(), (torch.randn(2, 32),)
+
+
+class WeightedSqrt(torch.nn.Module):
+    """Two 512x512 layers (2 MiB of weights) and a sqrt: weights that dominate its .so, and a NaN
+    on a negative input for the escalation to reach the twin."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(512, 512)
+        self.second = torch.nn.Linear(512, 512)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.sqrt(x) + self.first(x).relu())
+
+
+def weighted_sqrt() -> Any:
+    torch.manual_seed(5)
+    return WeightedSqrt().eval(), (torch.rand(4, 512) + 0.5,)

@@ -112,3 +112,49 @@ def test_nan_tolerance_is_invalid() -> None:
     text = json.dumps(data).replace('"atol": 1e-05', '"atol": Infinity')
     with pytest.raises(ManifestError):
         parse_manifest(text.encode())
+
+
+def _twin(weights: str) -> dict[str, Any]:
+    return {
+        "model_name": "debug_twin",
+        "entry_prefix": "aoti_guard/twin/",
+        "nan_asserts": True,
+        "intermediate_value_printer": "3",
+        "weights": weights,
+    }
+
+
+def test_the_twin_is_read_from_either_key_and_a_1_2_manifest_has_its_own_weights() -> None:
+    old = {**minimal(), "schema_version": "1.2", "debug_twin": {k: v for k, v in _twin("own").items() if k != "weights"}}
+    m = parse_manifest(json.dumps(old).encode())
+    assert m.twin is not None and m.twin.weights == "own" and m.debug_twin_without_weights is None
+    new = {**minimal(), "schema_version": "1.3", "debug_twin_without_weights": _twin("release")}
+    m = parse_manifest(json.dumps(new).encode())
+    assert m.debug_twin is None and m.twin is not None and m.twin.weights == "release"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"debug_twin": _twin("own"), "debug_twin_without_weights": _twin("release")}, "records two debug twins"),
+        ({"debug_twin": _twin("release")}, "under debug_twin a twin whose weights are 'release'"),
+        ({"debug_twin_without_weights": _twin("own")}, "under debug_twin_without_weights a twin whose weights are 'own'"),
+    ],
+)
+def test_the_rules_refuse_a_twin_recorded_where_an_older_reader_would_crash_on_it(
+    fields: dict[str, Any], problem: str, tmp_path: Any
+) -> None:
+    import zipfile
+
+    from runtime_probe.package.archive import open_archive
+    from runtime_probe.package.manifest_rules import check_manifest
+
+    m = parse_manifest(json.dumps({**minimal(), **fields}).encode())
+    path = tmp_path / "p.pt2"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("model/data/aotinductor/model/a.so", b"x")
+    archive, _ = open_archive(path)
+    assert archive is not None
+    with archive:
+        messages = [f.message for f in check_manifest(m, archive)]
+    assert any(problem in msg for msg in messages), messages

@@ -193,3 +193,34 @@ def test_a_twin_that_compiled_in_its_child_is_used(tmp_path: Path, compiled_here
     assert findings == [] and compiled_here == []
     assert detail == {"where": "a child process, beside the release compile", "child_s": 12.5}
     assert st.twin_pt2 == str(tmp_path / "twin" / "m.pt2")
+
+
+@pytest.mark.parametrize(
+    ("requested", "device", "weights"),
+    [
+        ("auto", "cpu", "release"),
+        ("auto", "cuda", "own"),  # not yet run on a GPU: twin.weights' docstring
+        ("auto", "cuda:1", "own"),
+        ("shared", "cuda", "release"),
+        ("own", "cpu", "own"),
+    ],
+)
+def test_where_the_twins_weights_are(requested: str, device: str, weights: str) -> None:
+    assert twin.weights(requested, device) == weights
+
+
+def test_a_twin_without_weights_is_compiled_without_constants_in_its_so() -> None:
+    release = compile_mod.release_configs({"aot_inductor.package_constants_in_so": True}, {}, min_below_two=False)
+    own = compile_mod.twin_configs(release)
+    shared = compile_mod.twin_configs(release, own_weights=False)
+    assert compile_mod.SHARED_WEIGHTS_CONFIG not in own  # the user's setting is not inherited either way
+    assert shared[compile_mod.SHARED_WEIGHTS_CONFIG] is False
+    assert {k: v for k, v in shared.items() if k != compile_mod.SHARED_WEIGHTS_CONFIG} == own
+    assert compile_mod.has_config(compile_mod.SHARED_WEIGHTS_CONFIG)  # this torch has the lever
+
+
+def test_an_unknown_twin_weights_value_is_a_usage_error(tmp_path: Path) -> None:
+    from runtime_probe.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown twin weights"):
+        pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_weights="both"))

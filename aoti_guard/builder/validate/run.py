@@ -88,13 +88,23 @@ def kernel_names(stdout: str) -> list[str]:
 
 
 def run_twin(
-    run: ChildRun, twin_path: str, twin_model: str, release: Sequence[Any] | None, *, release_nonfinite: bool = False
+    run: ChildRun,
+    twin_path: str,
+    twin_model: str,
+    release: Sequence[Any] | None,
+    *,
+    release_nonfinite: bool = False,
+    constants_from: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """Load the twin and run the example sample: it must load, run, print kernel names and agree
     with the release model (``release``: its outputs on the example). A NaN the twin's asserts
-    catch is an error naming buffer and kernel."""
+    catch is an error naming buffer and kernel. ``constants_from`` (``{"path", "model_name"}``):
+    the twin has no weights of its own and is given that package model's first."""
+    load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
     try:
-        run.worker.request("load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index)
+        run.worker.request(
+            "load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index, **load_args
+        )
     except ChildFailure as exc:
         f = failure_finding(exc, "loading the debug twin", "load")
         hint = "the release model is unaffected; the probe will not be able to escalate to the twin"
@@ -345,6 +355,7 @@ def run_validation(
     worker: Worker,
     release_pt2: str,
     twin_pt2: str | None,
+    twin_weights: str = "own",
 ) -> Validation:
     out = Validation()
     samples = _generated_samples(ep, contract, options, out)
@@ -400,7 +411,10 @@ def run_validation(
             note("running the debug twin")
             _free_cached_gpu_memory(options.device)  # the comparisons' copies, before the child runs the twin
             nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-            out.twin_info, twin_findings = run_twin(run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite)
+            shared = {"path": release_pt2, "model_name": layout.RELEASE_MODEL} if twin_weights == "release" else None
+            out.twin_info, twin_findings = run_twin(
+                run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite, constants_from=shared
+            )
             out.findings += twin_findings
         if steps.stored:
             out.golden_bytes, out.index = golden_payload(contract, steps.stored)

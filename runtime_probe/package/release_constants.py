@@ -1,0 +1,84 @@
+"""Give a debug twin built without weights the release model's constants.
+
+A twin compiled with ``aot_inductor.package_constants_in_so=False`` (``aoti-guard build``'s
+default on CPU, ``--twin-weights``) holds no weights of its own: the package stores them once, in
+the release model's .so. A twin run without them dereferences null constants and crashes, so
+everything that loads such a twin (the build's twin check, the probe's escalation, the guarded
+loader) calls ``share_release_constants`` before the first run.
+
+The release .so is opened with torch's container runner (``AOTIModelContainerRunner*``), which
+loads its constants and hands them out by their original names (``extract_constants_map``); the
+twin copies them in (``load_constants(..., check_full_update=True)``: a twin asking for a
+constant the release model lacks is an error, not a null pointer). The runner and the extracted
+.so are gone when this returns. Imports torch: call it where torch may be imported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from runtime_probe import layout
+from runtime_probe.package.archive import open_archive
+
+__all__ = ["ReleaseConstantsError", "release_so", "share_release_constants"]
+
+
+class ReleaseConstantsError(RuntimeError):
+    """The release model's constants could not be handed to the twin (the message says why)."""
+
+
+def release_so(package_path: str, model_name: str, dest_dir: str) -> str:
+    """Extract the release model's .so from the package into ``dest_dir``; returns its path."""
+    archive, findings = open_archive(package_path)
+    if archive is None:
+        raise ReleaseConstantsError(f"the package cannot be read: {findings[0].message if findings else 'unknown'}")
+    with archive:
+        prefix = layout.model_dir(model_name)
+        libraries = sorted(e.rel for e in archive.under(prefix) if e.rel.endswith(".so") and "/" not in e.rel[len(prefix) :])
+        if not libraries:
+            raise ReleaseConstantsError(f"the package has no release .so under {prefix}")
+        chosen = next((r for r in libraries if r.endswith(".wrapper.so")), libraries[0])
+        path = os.path.join(dest_dir, os.path.basename(chosen))
+        with open(path, "wb") as out:
+            for chunk in archive.iter_chunks(chosen):
+                out.write(chunk)
+    return path
+
+
+def _runner(so_path: str, device_type: str, device_index: int | None) -> Any:
+    import torch
+
+    aoti = torch._C._aoti
+    if device_type == "cpu":
+        return aoti.AOTIModelContainerRunnerCpu(so_path, 1)
+    if device_type == "cuda":
+        device = f"cuda:{0 if device_index is None or device_index < 0 else device_index}"
+        return aoti.AOTIModelContainerRunnerCuda(so_path, 1, device, os.path.dirname(so_path))
+    raise ReleaseConstantsError(f"no container runner for device type {device_type!r}")
+
+
+def share_release_constants(twin: Any, package_path: str, model_name: str, device_type: str, device_index: int | None) -> dict[str, Any]:
+    """Load the release model's constants (from ``package_path``) into ``twin`` (torch's
+    ``AOTICompiledModel``). Returns ``{"seconds", "constants"}``; raises ReleaseConstantsError."""
+    started = time.monotonic()
+    folder = tempfile.mkdtemp(prefix="runtime-probe-release-so-")
+    try:
+        so_path = release_so(package_path, model_name, folder)
+        try:
+            runner = _runner(so_path, device_type, device_index)
+            constants = runner.extract_constants_map(False)
+        except (RuntimeError, TypeError, AttributeError, OSError) as exc:
+            raise ReleaseConstantsError(f"the release model's constants could not be read: {str(exc)[:300]}") from None
+        try:
+            twin.load_constants(constants, check_full_update=True)
+        except (RuntimeError, TypeError) as exc:
+            raise ReleaseConstantsError(f"the twin did not take the release model's constants: {str(exc)[:300]}") from None
+        count = len(constants)
+        del constants, runner  # the twin holds its own copies now
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"seconds": round(time.monotonic() - started, 4), "constants": count}
