@@ -417,9 +417,7 @@ def twin_step(st: BuildState) -> StepResult:
         st.note(f"the debug twin compiles here, after the release model ({st.twin_not_in_child})")
         detail["not_in_child"] = st.twin_not_in_child
     try:
-        package_mod.package_release(
-            _twin_path(st), compile_mod.compile_files(st.ep, _twin_configs(st)), layout.TWIN_MODEL
-        )
+        package_mod.package_release(_twin_path(st), compile_mod.compile_files(st.ep, _twin_configs(st)), layout.TWIN_MODEL)
     except compile_mod.CompileError as exc:
         return [_twin_failed(exc.lines, None, {})], detail
     st.twin_pt2 = _twin_path(st)
