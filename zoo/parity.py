@@ -191,6 +191,15 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         "phases": {p["name"]: {"status": p.get("status"), "seconds": p.get("seconds")} for p in report.get("phases", [])},
         "samples": detail.get("samples") or [],
         "validate_timings": detail.get("timings") or [],  # per sample: eager, fp64, compiled, compare seconds
+        # the build's twin check: kernels it printed, max |twin - release| on the example, and
+        # whose weights it ran on ("release": shared, "own": its own copy)
+        "twin": {
+            **{k: v for k, v in (detail.get("twin") or {}).items() if k in ("max_abs_vs_release",)},
+            "kernels": len((detail.get("twin") or {}).get("kernels") or []),
+            "weights": (report.get("extra") or {}).get("manifest_summary", {}).get("twin_weights"),
+        }
+        if detail.get("twin") is not None
+        else None,
         "symbols": symbols,
         "full_coverage": (bool(symbols) and all(s["at_min"] and s["at_max"] for s in symbols.values())) or not symbols,
         "max_abs_vs_eager": worst("max_abs"),
@@ -222,6 +231,8 @@ def build_step(name: str, size: str, device: str, out_dir: str, timeout: float, 
         return out
     out.update(summarize_build(report))
     out["ok"] = rc == 0 and out["package"] is not None
+    if out["package"] is not None:
+        out["package_bytes"] = os.path.getsize(pkg)
     return out
 
 
@@ -823,6 +834,18 @@ def summary(run: dict[str, Any]) -> str:
             + (f"; the twin's compile alone is {statistics.median(twins):.2f} of the bare time (median)" if twins else "")
             + "."
         )
+        sizes = [
+            r["build"]["package_bytes"] / r["bare"]["package_bytes"]
+            for r in timed
+            if r["build"].get("package_bytes") and r["bare"].get("package_bytes")
+        ]
+        if sizes:
+            shared = sum(1 for r in timed if ((r["build"].get("twin") or {}).get("weights")) == "release")
+            lines.append(
+                f"Package bytes / the bare package's, median over {len(sizes)} models: **{statistics.median(sizes):.2f}** "
+                f"(min {min(sizes):.2f}, max {max(sizes):.2f}); the debug twin shared the release model's weights in "
+                f"{shared} of them (`--twin-weights`)."
+            )
         if processes:
             lines.append(
                 f"Build / the bare script's whole process up to its package (interpreter, imports, factory, export, compile; "

@@ -164,6 +164,7 @@ def summary(manifest: Manifest) -> dict[str, Any]:
         "constants": len(manifest.constants),
         "golden_samples": [g.id for g in manifest.golden.samples] if manifest.golden else [],
         "debug_twin": manifest.twin is not None,
+        "twin_weights": manifest.twin.weights if manifest.twin is not None else None,
         "kernel_archs": list(manifest.target.kernel_archs),
         "cpu_isa": list(manifest.target.cpu_isa),
     }

@@ -194,3 +194,23 @@ def test_a_cut_rerun_still_brings_its_newer_bare_path() -> None:
     cut = {**_result("llama", _bare(), None), "incomplete": "deadline"}
     merged = parity.merge_runs([{"started": "t1", "results": [old]}, {"started": "t2", "results": [cut]}])["results"][0]
     assert merged["bare"]["ok"] and merged["bare"]["from_run"] == "t2" and merged["parity"] is False
+
+
+def test_the_summary_divides_package_bytes_and_counts_shared_twins() -> None:
+    def row(name: str, bare_bytes: int, build_bytes: int, weights: str) -> dict[str, Any]:
+        r = _full(name, _bare(package_bytes=bare_bytes), 150.0)
+        r["build"].update(ratio=1.5, package_bytes=build_bytes, twin={"weights": weights, "kernels": 3, "max_abs_vs_release": 0.0})
+        r["parity"] = True
+        return r
+
+    run = {"results": [row("a", 100, 110, "release"), row("b", 100, 205, "own"), row("c", 100, 120, "release")]}
+    text = parity.summary(run)
+    assert "Package bytes / the bare package's, median over 3 models: **1.20** (min 1.10, max 2.05)" in text
+    assert "shared the release model's weights in 2 of them" in text
+    summarized = parity.summarize_build(
+        {
+            "phases": [{"name": "validate", "detail": {"twin": {"kernels": ["k1", "k2"], "max_abs_vs_release": 0.0}}}],
+            "extra": {"manifest_summary": {"twin_weights": "release"}},
+        }
+    )
+    assert summarized["twin"] == {"max_abs_vs_release": 0.0, "kernels": 2, "weights": "release"}
