@@ -438,17 +438,7 @@ def validate_step(st: BuildState) -> StepResult:
     """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
     assert st.contract is not None
     st.outcome = validate.run_validation(
-        st.ep,
-        st.eager_fn,
-        st.contract,
-        st.configs,
-        st.options,
-        st.note,
-        st.work,
-        st.worker,
-        st.release_pt2,
-        st.twin_pt2,
-        twin_mod.weights(st.options.twin_weights, st.options.device),
+        st.ep, st.eager_fn, st.contract, st.configs, st.options, st.note, st.work, st.worker, st.release_pt2, st.twin_pt2
     )
     detail: dict[str, Any] = {
         "samples": [g.id for g in st.outcome.index],

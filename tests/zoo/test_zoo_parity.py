@@ -54,6 +54,12 @@ def test_builds_probes_and_guard_loads(zoo: dict[str, dict[str, Any]], name: str
     # every free symbol taken to its min and max by a golden sample
     assert r["build"]["full_coverage"], r["build"]["symbols"]
     assert r["build"]["max_abs_vs_eager"] is not None and r["build"]["max_abs_vs_fp64"] is not None
+    # the debug twin ran at build time on the release model's weights (it has none of its own on
+    # CPU) and printed its kernels; a twin that did not get them crashes or fails its load
+    twin = r["build"]["twin"]
+    assert twin is not None and twin["weights"] == "release" and twin["kernels"] > 0, twin
+    assert twin["max_abs_vs_release"] is not None and twin["max_abs_vs_release"] <= 1e-4, twin
+    assert "build.twin_failed" not in r["build"]["codes"]
 
 
 def test_bert_model_output_through_the_guarded_loader_without_transformers(zoo: dict[str, dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import diagnose
@@ -355,7 +356,6 @@ def run_validation(
     worker: Worker,
     release_pt2: str,
     twin_pt2: str | None,
-    twin_weights: str = "own",
 ) -> Validation:
     out = Validation()
     samples = _generated_samples(ep, contract, options, out)
@@ -411,7 +411,8 @@ def run_validation(
             note("running the debug twin")
             _free_cached_gpu_memory(options.device)  # the comparisons' copies, before the child runs the twin
             nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-            shared = {"path": release_pt2, "model_name": layout.RELEASE_MODEL} if twin_weights == "release" else None
+            shares = twin_mod.weights(options.twin_weights, options.device) == "release"
+            shared = {"path": release_pt2, "model_name": layout.RELEASE_MODEL} if shares else None
             out.twin_info, twin_findings = run_twin(
                 run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite, constants_from=shared
             )
