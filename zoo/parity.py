@@ -128,6 +128,7 @@ def bare_step(name: str, size: str, device: str, timeout: float) -> dict[str, An
         "eager_s": r.get("eager_s"),
         "load_s": r.get("load_s"),
         "run_s": r.get("run_s"),
+        "package_bytes": r.get("package_bytes"),
         "loader": r.get("loader"),
         "max_abs_err": (r.get("compare") or {}).get("max_abs_err"),
         "symbols": r.get("symbols"),

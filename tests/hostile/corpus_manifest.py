@@ -132,6 +132,21 @@ def add_cases(c: _Corpus, rewrite: Rewrite) -> None:
             invalid,
             "a debug twin named '../t' under '../'",
         ),
+        "twin-without-weights-as-debug-twin": (
+            edited(
+                lambda m: m.update(
+                    debug_twin={
+                        "model_name": "debug_twin",
+                        "entry_prefix": "aoti_guard/twin/",
+                        "nan_asserts": True,
+                        "intermediate_value_printer": "3",
+                        "weights": "release",
+                    }
+                )
+            ),
+            invalid,
+            "a twin without weights under debug_twin, where a 1.2 reader would run it without them",
+        ),
         "golden-entry-missing": (
             edited(lambda m: m["golden"].update(entry="aoti_guard/missing.safetensors")),
             invalid,

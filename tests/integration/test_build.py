@@ -13,7 +13,7 @@ import pytest
 
 from runtime_probe import layout
 from runtime_probe.host.cpu import cpu_flags
-from runtime_probe.package.manifest import Dim, parse_manifest
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Dim, parse_manifest
 from runtime_probe.report import REPORT_SCHEMA_VERSION
 
 from .conftest import MODELS, Built, build_package, run_cli
@@ -61,7 +61,7 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     sys.path.pop(0)
     model, (_x,) = models.static()
     m = manifest_of(static_pkg.path)
-    assert m.schema_version == "1.2" and m.model_name == "model"
+    assert m.schema_version == MANIFEST_SCHEMA_VERSION and m.model_name == "model"
     (inp,) = m.io.inputs
     assert inp.name == "x" and inp.kind == "tensor" and inp.index == 0
     assert inp.tensor is not None
@@ -90,7 +90,7 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     with zipfile.ZipFile(static_pkg.path) as zf:
         rels = {n.split("/", 1)[1] for n in zf.namelist()}
     assert set(m.hashes) == rels - {layout.MANIFEST}
-    assert m.debug_twin is None  # --no-debug-twin
+    assert m.twin is None  # --no-debug-twin
     assert not any(r.startswith(layout.TWIN_DIR) for r in rels)
 
 
@@ -109,8 +109,9 @@ def test_dynamic_example_records_ranges_golden_and_twin(example_pkg: Built) -> N
     assert sizes["example"] == 4 and sizes["min"] == 1 and sizes["max"] == 64
     (tol,) = m.golden.tolerances
     assert tol.output == "output" and tol.atol >= 1e-5 and tol.rtol > 0
-    assert m.debug_twin is not None and m.debug_twin.nan_asserts and m.debug_twin.intermediate_value_printer == "3"
-    assert m.debug_twin.kernels, "the twin printed no kernel names at build time"
+    assert m.twin is not None and m.twin.nan_asserts and m.twin.intermediate_value_printer == "3"
+    assert m.twin.weights == "release" and m.debug_twin is None  # on CPU the twin shares the release weights
+    assert m.twin.kernels, "the twin printed no kernel names at build time"
     # the key facts are mirrored into AOTI's own metadata (readable by a C++ server)
     assert m.aoti_metadata["aoti_guard.inputs"] == "x:float32[batch,16];mask:bool[batch,32]"
     assert m.aoti_metadata["aoti_guard.symbols"] == "batch=1..64"
