@@ -121,9 +121,7 @@ def test_a_twin_given_another_models_constants_is_refused_not_run(shared_pkg: Bu
     archive, _ = open_archive(shared_pkg.path)
     assert archive is not None
     with archive:
-        from runtime_probe.package.manifest import parse_manifest as _parse
-
-        manifest = _parse(archive.read(layout.MANIFEST, max_bytes=1 << 24))
+        manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=1 << 24))
         twin_path = materialize_twin(archive, manifest, str(tmp_path))
     assert twin_path is not None
     worker = Worker()
