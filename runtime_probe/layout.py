@@ -10,6 +10,8 @@ returns it in ``extra_files``), while binary payloads and the debug twin live un
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 RELEASE_MODEL = "model"
 TWIN_MODEL = "debug_twin"
 
@@ -28,3 +30,10 @@ TORCH_MARKERS = ("archive_format", "archive_version", "byteorder", ".data/versio
 
 def model_dir(model_name: str) -> str:
     return f"{AOTI_DIR}{model_name}/"
+
+
+def model_library(names: Iterable[str]) -> str | None:
+    """Which of a model folder's entries is its shared library: the ``.wrapper.so`` (AOTI's name
+    for the model's .so) where there is one, else the first ``.so``; None without any."""
+    libraries = [n for n in names if n.endswith(".so")]
+    return next((n for n in libraries if n.endswith(".wrapper.so")), libraries[0] if libraries else None)

@@ -75,7 +75,7 @@ def assemble(
     from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 
     root = zip_root(release_pt2)
-    wrapper_text, so_rel = "", None
+    wrapper_text, libraries = "", []
     kernel_files: list[tuple[str, bytes]] = []
     aoti_meta: dict[str, str] = {}
     with zipfile.ZipFile(release_pt2) as zf:
@@ -85,8 +85,8 @@ def assemble(
                 continue
             if rel.endswith(".wrapper.cpp"):
                 wrapper_text = zf.read(name).decode("utf-8", "replace")
-            elif rel.endswith(".so") and (so_rel is None or rel.endswith(".wrapper.so")):
-                so_rel = rel
+            elif rel.endswith(".so"):
+                libraries.append(rel)
             elif rel.endswith((".cubin", ".fatbin")):
                 kernel_files.append((rel, zf.read(name)))
             elif rel.endswith("_metadata.json") and not aoti_meta:
@@ -99,7 +99,7 @@ def assemble(
     if options.cuda_archs and options.device.startswith("cuda"):
         # the list the build checked the kernels against: the probe's arch rule reads it
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
-    tools = _toolchain_of(release_pt2, so_rel, wrapper)
+    tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
     constants = extract_constants(ep, wrapper.runtime_constants())
 
     golden = None

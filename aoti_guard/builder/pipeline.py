@@ -360,7 +360,7 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
     with zipfile.ZipFile(st.release_pt2) as zf:
         names = [n for n in zf.namelist() if "/data/aotinductor/" in n]
         if st.options.device.startswith("cpu"):
-            so = next((n for n in names if n.endswith(".wrapper.so")), None) or next((n for n in names if n.endswith(".so")), None)
+            so = layout.model_library(names)
             if so is None:
                 return [], {}
             path = zf.extract(so, os.path.join(st.work, "isa-check"))

@@ -38,10 +38,9 @@ def release_so(package_path: str, model_name: str, dest_dir: str) -> str:
         raise ReleaseConstantsError(f"the package cannot be read: {findings[0].message if findings else 'unknown'}")
     with archive:
         prefix = layout.model_dir(model_name)
-        libraries = sorted(e.rel for e in archive.under(prefix) if e.rel.endswith(".so") and "/" not in e.rel[len(prefix) :])
-        if not libraries:
+        chosen = layout.model_library(sorted(e.rel for e in archive.under(prefix) if "/" not in e.rel[len(prefix) :]))
+        if chosen is None:
             raise ReleaseConstantsError(f"the package has no release .so under {prefix}")
-        chosen = next((r for r in libraries if r.endswith(".wrapper.so")), libraries[0])
         path = os.path.join(dest_dir, os.path.basename(chosen))
         with open(path, "wb") as out:
             for chunk in archive.iter_chunks(chosen):
