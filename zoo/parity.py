@@ -181,6 +181,7 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
             "at_max": c.get("max") is None or c.get("max") in tested,
         }
     table = detail.get("table") or []
+    twin = detail.get("twin")
 
     def worst(key: str) -> float | None:
         values = [row[key] for row in table if isinstance(row.get(key), (int, float))]
@@ -194,13 +195,13 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         "validate_timings": detail.get("timings") or [],  # per sample: eager, fp64, compiled, compare seconds
         # the build's twin check: kernels it printed, max |twin - release| on the example, and
         # whose weights it ran on ("release": shared, "own": its own copy)
-        "twin": {
-            **{k: v for k, v in (detail.get("twin") or {}).items() if k in ("max_abs_vs_release",)},
-            "kernels": len((detail.get("twin") or {}).get("kernels") or []),
-            "weights": (report.get("extra") or {}).get("manifest_summary", {}).get("twin_weights"),
-        }
-        if detail.get("twin") is not None
-        else None,
+        "twin": None
+        if twin is None
+        else {
+            "max_abs_vs_release": twin.get("max_abs_vs_release"),
+            "kernels": len(twin.get("kernels") or []),
+            "weights": ((report.get("extra") or {}).get("manifest_summary") or {}).get("twin_weights"),
+        },
         "symbols": symbols,
         "full_coverage": (bool(symbols) and all(s["at_min"] and s["at_max"] for s in symbols.values())) or not symbols,
         "max_abs_vs_eager": worst("max_abs"),
