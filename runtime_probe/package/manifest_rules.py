@@ -18,6 +18,7 @@ from runtime_probe.findings import Finding, error
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.archive import Archive, unsafe_name
 from runtime_probe.package.manifest import Dim, Manifest, TensorSpec
+from runtime_probe.package.wrapper import wrapper_facts
 
 __all__ = ["check_manifest"]
 
@@ -99,6 +100,17 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name"
         if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
             yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
+        else:
+            # The twin's own generated code says whether its .so holds the weights. A twin without
+            # them that a reader takes for one with them crashes on its first call: the manifest
+            # may not say otherwise than the code it describes.
+            facts = wrapper_facts(archive, prefix)
+            included = facts.include_weights if facts is not None else None
+            if included is not None and included != (twin.weights == "own"):
+                yield (
+                    f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
+                    f"include_weights={'true' if included else 'false'}"
+                )
 
 
 def _io_problems(m: Manifest) -> Iterator[str]:

@@ -19,13 +19,13 @@ from runtime_probe.child.failures import Reporter, failure_finding, no_weights
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.formats import safetensors as _safetensors
-from runtime_probe.formats.wrapper_cpp import WrapperFacts, parse_wrapper_cpp
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import check_weights
+from runtime_probe.package.wrapper import wrapper_facts
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.trust.check import check_archive
@@ -128,22 +128,11 @@ def package_device(archive: Archive, manifest: Manifest | None) -> str:
     return "cpu"
 
 
-def _wrapper_facts(archive: Archive, model: str) -> WrapperFacts | None:
-    """What the model's generated wrapper.cpp says (None when it is absent or unreadable)."""
-    for e in archive.model_files(model):
-        if e.rel.endswith(".wrapper.cpp"):
-            try:
-                return parse_wrapper_cpp(archive.read(e.rel, max_bytes=256 * 1024 * 1024).decode("utf-8", "replace"))
-            except READ_ERRORS:
-                continue
-    return None
-
-
 def _plain_requirements(shared: Shared) -> Requirements:
     """What a package without a manifest needs, read from its own files."""
     assert shared.archive is not None
     isa: tuple[str, ...] = ()
-    facts = _wrapper_facts(shared.archive, layout.RELEASE_MODEL)
+    facts = wrapper_facts(shared.archive, layout.model_dir(layout.RELEASE_MODEL))
     if facts is not None:
         from runtime_probe.host.cpu import flags_from_mflags
 
@@ -171,7 +160,7 @@ def _weightless(shared: Shared, dev: Device) -> Finding | None:
             return None
         source = "the manifest says it was built with aot_inductor.package_constants_in_so=False"
     else:
-        facts = _wrapper_facts(shared.archive, layout.RELEASE_MODEL)
+        facts = wrapper_facts(shared.archive, layout.model_dir(layout.RELEASE_MODEL))
         if facts is None or facts.include_weights is not False or not loaded or _weights_entry(shared.archive):
             return None
         source = f"its wrapper.cpp builds the model with include_weights=false ({facts.num_constants} constant(s))"

@@ -147,3 +147,35 @@ def test_parse_manifest_reads_the_twin_from_either_key(shared_pkg: Built, own_pk
             root = zf.namelist()[0].split("/", 1)[0]
             manifest = parse_manifest(zf.read(f"{root}/{layout.MANIFEST}"))
         assert manifest.twin is not None and manifest.twin.weights == weights
+
+
+def test_a_manifest_that_gives_the_shared_twin_weights_it_lacks_is_refused(shared_pkg: Built, tmp_path: Path) -> None:
+    """The lie that would crash a reader: the weightless twin moved under debug_twin as "own"
+    (the manifest is not covered by its own hashes; only a signature covers it). The twin's
+    wrapper.cpp says include_weights=false: refused before any native code, by the probe and by the
+    guarded loader alike."""
+    lying = tmp_path / "lying.pt2"
+    with zipfile.ZipFile(shared_pkg.path) as src, zipfile.ZipFile(lying, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith(layout.MANIFEST):
+                m = json.loads(data)
+                m["debug_twin"], m["debug_twin_without_weights"] = {**m["debug_twin_without_weights"], "weights": "own"}, None
+                data = json.dumps(m).encode()
+            dst.writestr(info, data)
+    proc, report = probe_json(lying, tmp_path)
+    assert proc.returncode == 1
+    refused = [f["message"] for f in report["phases"][0]["findings"] if f["code"] == "manifest.invalid"]
+    assert any("include_weights=false" in msg for msg in refused), refused
+    script = f"""
+import runtime_probe
+try:
+    runtime_probe.load({str(lying)!r}, model="debug_twin")
+    print("LOADED")
+except runtime_probe.PackageRejected as exc:
+    print("REJECTED", [f.code for f in exc.findings])
+"""
+    guarded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert guarded.returncode == 0 and "REJECTED" in guarded.stdout and "manifest.invalid" in guarded.stdout, (
+        guarded.stdout + guarded.stderr[-2000:]
+    )

@@ -158,3 +158,28 @@ def test_the_rules_refuse_a_twin_recorded_where_an_older_reader_would_crash_on_i
     with archive:
         messages = [f.message for f in check_manifest(m, archive)]
     assert any(problem in msg for msg in messages), messages
+
+
+@pytest.mark.parametrize(
+    ("weights", "included", "refused"), [("own", "false", True), ("release", "true", True), ("release", "false", False)]
+)
+def test_the_twins_weights_must_be_what_its_wrapper_cpp_says(weights: str, included: str, refused: bool, tmp_path: Any) -> None:
+    """A twin without weights recorded as having its own would be loaded without them and crash:
+    its generated code (``AOTInductorModelBase(..., include_weights)``) decides, not the manifest."""
+    import zipfile
+
+    from runtime_probe.package.archive import open_archive
+    from runtime_probe.package.manifest_rules import check_manifest
+
+    key = "debug_twin" if weights == "own" else "debug_twin_without_weights"
+    m = parse_manifest(json.dumps({**minimal(), key: _twin(weights)}).encode())
+    wrapper = f"Model::Model() : AOTInductorModelBase(1,\n 1,\n 2,\n device_str,\n std::move(cubin_dir),\n {included}) {{}}"
+    path = tmp_path / "p.pt2"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("model/data/aotinductor/model/a.so", b"x")
+        zf.writestr("model/aoti_guard/twin/t.wrapper.cpp", wrapper)
+    archive, _ = open_archive(path)
+    assert archive is not None
+    with archive:
+        messages = [f.message for f in check_manifest(m, archive)]
+    assert any(f"builds it with include_weights={included}" in msg for msg in messages) == refused, messages
