@@ -9,14 +9,14 @@ nothing to deadlock on, and a log the user can open afterwards.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runtime_probe.child.worker import child_environment, signal_name
+from runtime_probe.child.isolation import child_environment
+from runtime_probe.child.isolation import python_argv as _isolated_argv
+from runtime_probe.child.worker import kill_session, signal_name
 
 __all__ = ["ProcResult", "Running", "python_argv", "start"]
 
@@ -45,8 +45,9 @@ class ProcResult:
 
 
 def python_argv(module: str, *args: str) -> list[str]:
-    """``python -m MODULE ARGS`` with this interpreter."""
-    return [sys.executable, "-X", "faulthandler", "-m", module, *args]
+    """``python -P -X faulthandler -m MODULE ARGS`` with this interpreter: the working directory
+    never shadows a module (runtime_probe/child/isolation.py)."""
+    return _isolated_argv(module, *args)
 
 
 class Running:
@@ -65,6 +66,9 @@ class Running:
             self.proc.wait(timeout=max(0.0, timeout))
         except subprocess.TimeoutExpired:
             timed_out = True
+        except BaseException:  # Ctrl-C or a stop signal while waiting: the helper must not outlive us
+            self.kill()
+            raise
         self._kill_group()  # also reaps grandchildren left behind by a finished helper
         if timed_out:
             try:
@@ -84,10 +88,7 @@ class Running:
             pass
 
     def _kill_group(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_session(self.proc.pid)
 
 
 def start(argv: Sequence[str], *, log_path: str, cwd: str | None = None, env: Mapping[str, str | None] | None = None) -> Running:

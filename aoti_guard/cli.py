@@ -20,13 +20,26 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.outputs import build_paths
 from aoti_guard.container.probe import ImageProbeOptions
 from runtime_probe._version import __version__
-from runtime_probe.cli import check_outputs, emit_report, error_report, log_report_lines, report_inputs, write_error_reports
+from runtime_probe.cli import (
+    check_outputs,
+    emit_report,
+    error_report,
+    interrupted,
+    log_report_lines,
+    progress_for,
+    write_error_reports,
+)
 from runtime_probe.errors import GuardError, UsageError, environment_error
+from runtime_probe.output import check_report_path, is_stdout
+from runtime_probe.paths import probe_paths
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
 from runtime_probe.progress import Progress
 from runtime_probe.report import Report
+from runtime_probe.terminate import Terminated
+from runtime_probe.terminate import install as install_stop_signals
 
 if TYPE_CHECKING:
     from aoti_guard.pt2.signing import SigningKey
@@ -145,8 +158,9 @@ def cli() -> None:
     build    export + compile a model into one validated, self-describing .pt2
     probe    check a .pt2 on this host: archive, host, load, constants, golden outputs
     inspect  show what a .pt2 holds (manifest, models, kernels, constants)
-    keygen   create an Ed25519 release key pair (KEY and KEY.pub)
-    sign     sign a .pt2's manifest (which holds every entry's hash) with a release key
+    diff     compare two .pt2 manifests (contract, tolerances, golden, target, toolchain, constants)
+    keygen   create an Ed25519 release key pair (--key KEY: KEY and KEY.pub)
+    sign     sign a .pt2's manifest (which holds every entry's hash) with a release key (--key KEY)
 
     Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
     """
@@ -154,7 +168,9 @@ def cli() -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("target", required=False)
-@click.option("-o", "--output", required=True, metavar="OUT.pt2", help="The package to write (must end in .pt2).")
+@click.option(
+    "-o", "--output", required=True, metavar="OUT.pt2", help="The package to write (must end in .pt2; a missing folder is created)."
+)
 @click.option(
     "--device",
     default=BuildOptions.device,
@@ -203,7 +219,8 @@ def cli() -> None:
 @click.option(
     "--cpu-isa",
     type=click.Choice(["native", "x86-64-v2", "x86-64-v3", "x86-64-v4"]),
-    help="CPU instruction set the package's code may use (default native: this CPU's).",
+    help="CPU instruction set the package's code may use. Default x86-64-v3 (AVX2: portable, and measured as fast as "
+    "native on Inductor's code; native on torch 2.11, which has no lever); native: this CPU's; x86-64-v4: AVX-512.",
 )
 @click.option("--cuda-arch", "cuda_arch", metavar="CC,...", help="CUDA archs the kernels must cover, e.g. 8.0,9.0 (checked).")
 @click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
@@ -211,6 +228,12 @@ def cli() -> None:
     "--allow-partial-coverage",
     is_flag=True,
     help="Only warn when no golden sample reaches a dynamic dimension's minimum or maximum (default: the build fails).",
+)
+@click.option(
+    "--allow-export-guards",
+    is_flag=True,
+    help="Accept shape guards torch.export assumed (e.g. h*w == 64): the guarded loader then refuses sizes that break "
+    "them, and the golden samples satisfy them (default: the build fails with build.export_specialized).",
 )
 @click.option(
     "--golden-max-mb",
@@ -239,7 +262,8 @@ def cli() -> None:
 @click.option(
     "--minify",
     is_flag=True,
-    help="When compilation fails or AOTI alone is wrong, run PyTorch's AOTI minifier; repro in OUT.minify/.",
+    help="When compilation fails or AOTI alone is wrong, run PyTorch's AOTI minifier; repro in OUT.minify/. Without it the "
+    "minifier still runs, for at most 120 s, when the stage bisection finds Inductor or the package departing first.",
 )
 @click.option(
     "--minify-timeout",
@@ -249,11 +273,14 @@ def cli() -> None:
     help="Seconds the minifier may take in all.",
 )
 @click.option(
-    "--sign-key",
+    "--key",
+    "sign_key",
     type=click.Path(dir_okay=False),
     metavar="KEY",
-    help="Sign the package with this Ed25519 private key (from aoti-guard keygen); a build that cannot sign fails.",
+    help="Sign the package with this Ed25519 private key (aoti-guard keygen --key KEY; sign takes the same --key); "
+    "a build that cannot sign fails.",
 )
+@click.option("--sign-key", "sign_key_deprecated", type=click.Path(dir_okay=False), metavar="KEY", hidden=True)
 @flag_options(OUTPUT_FLAGS)
 def build(target: str | None, **params: Any) -> None:
     """Export, compile, validate and package TARGET into one .pt2.
@@ -266,7 +293,7 @@ def build(target: str | None, **params: Any) -> None:
       (nothing)                the bundled example model (two inputs, dynamic batch, a buffer)
 
     \b
-    The package holds the release model (loadable by torch.\\_inductor.aoti_load_package as is),
+    The package holds the release model (loadable by torch._inductor.aoti_load_package as is),
     a manifest (I/O contract, target, toolchain, constants, hashes), golden samples with
     tolerances, and a debug twin (NaN asserts + kernel-name printer) outside torch's load path.
 
@@ -277,22 +304,38 @@ def build(target: str | None, **params: Any) -> None:
       aoti-guard build models.py:make -o model.pt2 --device cuda --inductor-config max_autotune=true
       aoti-guard build models.py:make -o model.pt2 --reference onnxruntime --minify
     """
+    _one_key(params)
     outputs = outputs_of(params)
-    check_outputs(outputs, report_inputs(None, {**params, "target": target}))
+    paths = build_paths(target, params)
+    check_outputs(outputs, paths)
     options = build_options(params)
     from aoti_guard.builder.pipeline import build as run_build
 
     signer = _load_key(options.sign_key) if options.sign_key is not None else None
-    progress, log = Progress(quiet=outputs.quiet, log=outputs.log_file), list[str]()
+    progress, log = progress_for(outputs), list[str]()
     try:
         with _torch_noise_to_log(progress, log):
             report = run_build(target, options, progress, signer=signer)
+    except KeyboardInterrupt:
+        raise interrupted(progress) from None
     finally:
         progress.close()
     report = dataclasses.replace(_with_log(report, log), strict=outputs.strict)
-    emit_report(report, outputs)
+    emit_report(report, outputs, paths)
     _say_build_result(report, outputs)
     sys.exit(report.exit_code)
+
+
+def _one_key(params: dict[str, Any]) -> None:
+    """``build --sign-key KEY`` (before 0.2) is ``--key KEY``, as ``sign`` and ``keygen`` take it:
+    still accepted, with a warning; both at once must agree."""
+    old = params.pop("sign_key_deprecated", None)
+    if old is None:
+        return
+    if params.get("sign_key") not in (None, old):
+        raise click.UsageError("--sign-key (deprecated) and --key name different keys: give --key alone")
+    click.echo("warning: --sign-key is deprecated: write --key KEY (the same flag as aoti-guard sign and keygen)", err=True)
+    params["sign_key"] = old
 
 
 def build_options(params: Mapping[str, Any]) -> BuildOptions:
@@ -308,6 +351,7 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         trace_dir=params["trace_dir"],
         allow_nonfinite=params["allow_nonfinite"],
         allow_partial_coverage=params["allow_partial_coverage"],
+        allow_export_guards=params["allow_export_guards"],
         golden_max_bytes=int(params["golden_max_mb"] * _MIB),
         fp64_reference=not params["no_fp64"],
         atol=params["atol"],
@@ -401,8 +445,9 @@ def probe(package: str, **params: Any) -> None:
     answers, it has no GPU runtime, or the container ended without a report.
     """
     outputs = outputs_of(params)
-    check_outputs(outputs, report_inputs(package, params))
-    progress = Progress(quiet=outputs.quiet, log=outputs.log_file)
+    paths = probe_paths(package, params)
+    check_outputs(outputs, paths)
+    progress = progress_for(outputs)
     try:
         if params["image"] is not None:
             report = _probe_in_image(package, params, progress)
@@ -412,10 +457,12 @@ def probe(package: str, **params: Any) -> None:
             _image_flags_need_image(params)
             report = run_probe(package, probe_options(params), progress)
         log_report_lines(report, progress)
+    except KeyboardInterrupt:
+        raise interrupted(progress) from None
     finally:
         progress.close()
     report = dataclasses.replace(report, strict=outputs.strict)
-    emit_report(report, outputs)
+    emit_report(report, outputs, paths)
     sys.exit(report.exit_code)
 
 
@@ -434,8 +481,11 @@ def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress)
         ("--inputs-device", params["inputs_device"]),
         ("--all-devices", params["all_devices"]),
         ("--iterations", params["iterations"] != 1),
+        ("--duration", params["duration"] is not None),
+        ("--shapes", params["shapes"]),
         ("--save-inputs", params["save_inputs"]),
         ("--save-outputs", params["save_outputs"]),
+        ("--verify-only", params["verify_only"]),
     ):
         if given:
             raise click.UsageError(
@@ -459,21 +509,69 @@ def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress)
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("package", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the inspection as JSON.")
-def inspect(package: str, as_json: bool) -> None:
+@click.argument("package", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    is_flag=False,
+    flag_value="-",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the inspection as JSON here ('-': stdout; a bare --json, deprecated, means '-').",
+)
+def inspect(package: str | None, json_path: str | None) -> None:
     """Show what PACKAGE holds: manifest, models, AOTI metadata, entries, kernels, constants.
 
     Opens no native code. A plain AOTI package (no manifest) shows what it can and says what is missing.
+    Same as `runtime-probe inspect PKG` (python -m runtime_probe.inspect), which needs only the standard library.
     """
-    from runtime_probe.inspect import inspect_package, render_inspection
+    from runtime_probe.inspect import emit_inspection
 
-    data = inspect_package(package)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(render_inspection(data), nl=False)
-    sys.exit(0 if not data.get("problems") else 1)
+    if package is None:
+        if not json_path or json_path == "-":
+            raise click.UsageError("Missing argument 'PACKAGE'.")
+        # `inspect --json PKG`, the form of the old --json switch: still the package, JSON on stdout
+        click.echo(f"warning: --json takes a PATH now; read `--json {json_path}` as `{json_path} --json -`", err=True)
+        package, json_path = json_path, "-"
+    sys.exit(emit_inspection(package, json_path))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("a", metavar="A.pt2", type=click.Path(dir_okay=False))
+@click.argument("b", metavar="B.pt2", type=click.Path(dir_okay=False))
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the diff as JSON here ('-': stdout).",
+)
+def diff(a: str, b: str, json_path: str | None) -> None:
+    """Compare two packages' manifests: what a release changes, said item by item.
+
+    \b
+    Sections: contract (inputs, outputs, dtypes, dims, ranges, guards), tolerances, golden samples,
+    target (device, CPU ISA, CUDA archs), toolchain, constants (names, shapes, hashes), debug twin,
+    package (signature, schema). Opens no native code and does not verify the entry hashes
+    (python -m runtime_probe PKG --verify-only does).
+
+    \b
+    Exit codes: 0 the manifests agree, 1 they differ, 2 usage error (a missing file, no manifest).
+      aoti-guard diff old.pt2 new.pt2
+      aoti-guard diff old.pt2 new.pt2 --json - | jq '.changes[] | select(.section == "contract")'
+    """
+    from runtime_probe.diff import diff_packages, render_diff
+    from runtime_probe.output import write_output
+    from runtime_probe.paths import Paths, Read, Write
+
+    if json_path:
+        Paths((Read("package A", a), Read("package B", b)), (Write("--json", json_path),)).check()
+        check_report_path(json_path, "--json")
+    result = diff_packages(a, b)
+    if json_path:
+        write_output(json_path, (json.dumps(result.to_dict(), indent=2) + "\n").encode())
+    click.echo(render_diff(result), nl=False, err=json_path is not None and is_stdout(json_path))
+    sys.exit(result.exit_code)
 
 
 def _load_key(path: str) -> SigningKey:
@@ -487,18 +585,31 @@ def _load_key(path: str) -> SigningKey:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("key", type=click.Path(dir_okay=False))
+@click.argument("positional", metavar="", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--key", "key", type=click.Path(dir_okay=False), metavar="KEY", help="Where to write the private key (KEY.pub: the public key)."
+)
 @click.option("--force", is_flag=True, help="Replace an existing KEY / KEY.pub.")
-def keygen(key: str, force: bool) -> None:
+def keygen(positional: str | None, key: str | None, force: bool) -> None:
     """Create an Ed25519 release key: the private key in KEY (mode 0600), the public key in KEY.pub.
 
     \b
-    Keep KEY secret (a CI secret, never in the repository); ship KEY.pub with the serving image:
-      aoti-guard keygen release.key
-      aoti-guard build -o model.pt2 --sign-key release.key
+    Keep KEY secret (a CI secret, never in the repository); ship KEY.pub with the serving image.
+    The private key is always --key KEY (keygen, sign, build); the verifier's is --public-key:
+      aoti-guard keygen --key release.key
+      aoti-guard build -o model.pt2 --key release.key
+      aoti-guard sign model.pt2 --key release.key          (a package built unsigned)
       python -m runtime_probe model.pt2 --public-key release.key.pub
     """
     from aoti_guard.pt2.signing import generate_key
+
+    if positional is not None:  # `keygen KEY`, the form before --key
+        if key not in (None, positional):
+            raise click.UsageError("KEY and --key name different files: give --key alone")
+        click.echo("warning: `keygen KEY` is deprecated: write keygen --key KEY (as sign and build take it)", err=True)
+        key = positional
+    if key is None:
+        raise click.UsageError("Missing option '--key': where to write the private key (e.g. --key release.key)")
 
     files = generate_key(key, force=force)
     click.echo(f"wrote {files.private} (private, mode 0600) and {files.public} (public)")
@@ -565,10 +676,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: maps expected errors to exit codes, and bugs to exit 3 with a saved traceback.
     A build or probe that stops on an error still writes its --json/--junit report (tool.* finding)."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    if argv is None:  # the command itself, not a caller's Python process: SIGTERM/SIGHUP unwind like Ctrl-C
+        install_stop_signals()
     try:
         cli.main(args=args, prog_name="aoti-guard", standalone_mode=False)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except Terminated as exc:  # a build or probe reports it itself; this is a signal outside them
+        click.echo(f"terminated ({exc.name})", err=True)
+        _error_report(args, exc)
+        return 3
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         _error_report(args, GuardError("aborted"))
@@ -601,8 +718,21 @@ def _error_report(args: Sequence[str], exc: BaseException) -> None:
     """The report of a build or probe that stopped on ``exc``, at the --json/--junit it was given."""
     if not args or args[0] not in ("build", "probe"):
         return
-    from runtime_probe.cli import lenient_outputs
+    command = cli.commands[args[0]]
+    positional, named = _lenient_values(command, args[1:])
+    if not named.get("sign_key") and named.get("sign_key_deprecated"):  # the path rule knows the key either way
+        named["sign_key"] = named["sign_key_deprecated"]
+    subject = named.get("output") if args[0] == "build" else positional
+    paths = build_paths(positional, named) if args[0] == "build" else probe_paths(positional, named)
+    outputs = Outputs(json=named.get("json"), junit=named.get("junit"), markdown=named.get("markdown"), quiet=True)
+    write_error_reports(error_report(args[0], subject, exc), outputs, paths)
 
-    positional, named, outputs = lenient_outputs(args[1:])
-    subject = named["output"] if args[0] == "build" else positional
-    write_error_reports(error_report(args[0], subject, exc), outputs, report_inputs(positional, named))
+
+def _lenient_values(command: click.Command, args: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
+    """(first positional, every option's raw value, by click's names) of a command line click
+    refused: the error report then goes where the caller asked, and the path rule still knows
+    what the run reads (TARGET included)."""
+    from runtime_probe.cli import lenient_values
+
+    options = [(p.opts + p.secondary_opts, str(p.name), p.is_flag) for p in command.params if isinstance(p, click.Option)]
+    return lenient_values(args, options)

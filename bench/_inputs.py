@@ -25,6 +25,7 @@ def call_spec(manifest: Manifest, batch: int = 8) -> dict[str, Any]:
     """A JSON-able recipe of one valid call: {"args": [...], "kwargs": {...}}, each leaf
     {"dtype", "shape", "range"} or {"value"} (flat parameters only)."""
     symbols = {s.name: max(s.min, min(batch, s.max if s.max is not None else batch)) for s in manifest.io.symbols}
+    symbols = _satisfy_guards(manifest, symbols)
     leaves: dict[str, dict[str, Any]] = {}
     for spec in manifest.io.inputs:
         if spec.tensor is None:
@@ -37,6 +38,19 @@ def call_spec(manifest: Manifest, batch: int = 8) -> dict[str, Any]:
         "args": [leaves[p.name] for p in params if p.passed == "positional"],
         "kwargs": {p.name: leaves[p.name] for p in params if p.passed == "keyword"},
     }
+
+
+def _satisfy_guards(manifest: Manifest, symbols: dict[str, int]) -> dict[str, int]:
+    """The nearest symbol values that satisfy the contract's export guards (h*w == 64), as the
+    build's golden samples do: a call that breaks one is refused (input.guard), not timed."""
+    guards = [g for g in manifest.io.guards or () if g.expr is not None]
+    if not guards:
+        return symbols
+    from aoti_guard.builder.validate.golden import satisfy_guards
+
+    bounds = {s.name: (s.min, s.max if s.max is not None else max(s.min, 4 * symbols[s.name])) for s in manifest.io.symbols}
+    conds = [(g, _symexpr.compile_condition(g.expr or "")) for g in guards]
+    return satisfy_guards(symbols, conds, bounds) or symbols
 
 
 def _size(d: Dim, symbols: dict[str, int]) -> int:

@@ -10,28 +10,34 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from runtime_probe._version import __version__
 from runtime_probe.errors import GuardError, ToolError, UsageError, environment_error
-from runtime_probe.findings import Finding, error
-from runtime_probe.output import STDOUT, check_report_path, is_stdout
+from runtime_probe.findings import EXIT_CODES, Finding, error
+from runtime_probe.markdown import append_step_summary, render_markdown
+from runtime_probe.output import check_report_path, is_stdout, write_output
+from runtime_probe.paths import Paths, probe_paths
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, add_to_parser, outputs_of, probe_options
-from runtime_probe.progress import Progress
+from runtime_probe.progress import Progress, is_live_terminal
 from runtime_probe.report import Report, make_phase, render_text, write_json, write_junit
+from runtime_probe.terminate import Terminated, terminated_finding
+from runtime_probe.terminate import install as install_stop_signals
 
 __all__ = [
     "check_outputs",
     "emit_report",
     "error_report",
-    "lenient_outputs",
+    "interrupted",
+    "lenient_values",
     "log_report_lines",
     "main",
+    "progress_for",
     "progress_printer",
-    "report_inputs",
     "write_error_reports",
 ]
 
@@ -46,6 +52,9 @@ examples:
   python -m runtime_probe model.pt2 --all-devices                  every visible GPU, in parallel
   python -m runtime_probe model.pt2 --public-key release.pub --strict   a release gate: signed, and no warnings
 
+  python -m runtime_probe model.pt2 --verify-only --public-key release.pub   archive, hashes, signature, manifest: no torch
+  runtime-probe inspect model.pt2 [--json PATH|-]                  what the package holds (python -m runtime_probe.inspect)
+
 exit codes: 0 passed, 1 a check failed (--strict: or warned), 2 usage error, 3 the probe could not run
 """
 
@@ -55,6 +64,23 @@ def progress_printer(quiet: bool) -> Progress:
     return Progress(quiet=quiet)
 
 
+def interrupted(progress: Progress) -> ToolError:
+    """The error for Ctrl-C during a run: it names the phase that was running."""
+    phase = progress.running
+    where = f" during the {phase} phase" if phase else ""
+    return ToolError(
+        f"interrupted (Ctrl-C){where}", hint="its child processes were killed and its temporary files removed; rerun it to finish"
+    )
+
+
+def progress_for(outputs: Outputs) -> Progress:
+    """The run's progress lines. When the text report will follow on the same terminal, an ended
+    phase's live line is erased: the report's table shows each phase once."""
+    report_stream = sys.stderr if is_stdout(outputs.json) or is_stdout(outputs.junit) or is_stdout(outputs.markdown) else sys.stdout
+    on_terminal = is_live_terminal(report_stream) and is_live_terminal(sys.stderr)
+    return Progress(quiet=outputs.quiet, log=outputs.log_file, transient=on_terminal)
+
+
 def log_report_lines(report: Report, progress: Progress) -> None:
     """torch's warnings and log records that the run kept in the report (``extra.log``) go to
     --log-file as well; never to the terminal."""
@@ -62,46 +88,46 @@ def log_report_lines(report: Report, progress: Progress) -> None:
         progress.log_line(str(line))
 
 
-def emit_report(report: Report, outputs: Outputs) -> None:
+def emit_report(report: Report, outputs: Outputs, paths: Paths | None = None) -> None:
     """Write the report files first (a reader must never see them missing), then the text; the
-    text goes to stderr when a report goes to stdout, so that stdout stays parseable."""
+    text goes to stderr when a report goes to stdout, so that stdout stays parseable. ``paths``:
+    the run's path rule (runtime_probe/paths.py), asked again here: a report goes only where it
+    destroys nothing."""
     if outputs.strict and not report.strict:
         report = dataclasses.replace(report, strict=True)
-    if outputs.json:
+    if outputs.json and (paths is None or paths.usable("--json")):
         write_json(report, outputs.json)
-    if outputs.junit:
+    if outputs.junit and (paths is None or paths.usable("--junit")):
         write_junit(report, outputs.junit)
+    if outputs.markdown and (paths is None or paths.usable("--markdown")):
+        write_output(outputs.markdown, render_markdown(report).encode())
+    append_step_summary(report)
     if not outputs.quiet or not report.passed:
-        stream = sys.stderr if is_stdout(outputs.json) or is_stdout(outputs.junit) else sys.stdout
+        on_stdout = is_stdout(outputs.json) or is_stdout(outputs.junit) or is_stdout(outputs.markdown)
+        stream = sys.stderr if on_stdout else sys.stdout
         stream.write(render_text(report, verbose=outputs.verbose))
         stream.flush()
 
 
-def report_inputs(package: str | None, values: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """The files a run reads, which no report may overwrite."""
-    named = [("the package being checked", package)]
-    for key, what in (("public_key", "the public key"), ("weights", "the --weights file"), ("inputs", "the --inputs file")):
-        named.append((what, values.get(key)))
-    for key, what in (("sign_key", "the signing key"), ("output", "the package being built"), ("target", "the build target")):
-        value = values.get(key)
-        named.append((what, value.split(":", 1)[0] if key == "target" and value else value))
-    return named
-
-
-def check_outputs(outputs: Outputs, inputs: Iterable[tuple[str, str | None]]) -> None:
-    if outputs.json == STDOUT and outputs.junit == STDOUT:
-        raise UsageError("--json - and --junit - both ask for stdout", hint="send one of them to a file")
-    listed = list(inputs)
-    check_report_path(outputs.json, "--json", listed)
-    check_report_path(outputs.junit, "--junit", listed)
-    check_report_path(outputs.log_file, "--log-file", listed)
+def check_outputs(outputs: Outputs, paths: Paths) -> None:
+    """Before any work: no output destroys a file the run reads or another output (``paths``),
+    and each report's folder exists."""
+    paths.check()
+    check_report_path(outputs.json, "--json")
+    check_report_path(outputs.junit, "--junit")
+    check_report_path(outputs.markdown, "--markdown")
+    check_report_path(outputs.log_file, "--log-file")
 
 
 def error_report(kind: str, package: str | None, exc: BaseException) -> Report:
     """A report that holds only the error that stopped the run (usage: exit 2; tool or bug: 3)."""
     finding: Finding
-    if isinstance(exc, UsageError):
+    if isinstance(exc, Terminated):
+        finding = terminated_finding(exc, "cli", kind)
+    elif isinstance(exc, UsageError):
         finding = error("tool.usage", "cli", exc.message, hint=exc.hint)
+    elif isinstance(exc, ToolError) and exc.code is not None and EXIT_CODES.get(exc.code, 1) == exc.exit_code:
+        finding = error(exc.code, "cli", exc.message, hint=exc.hint)
     elif isinstance(exc, GuardError):
         finding = error("tool.failed", "cli", exc.message, hint=exc.hint)
     else:
@@ -112,14 +138,24 @@ def error_report(kind: str, package: str | None, exc: BaseException) -> Report:
     )
 
 
-def write_error_reports(report: Report, outputs: Outputs, inputs: Iterable[tuple[str, str | None]]) -> None:
-    """Best effort: write the error report to each report path that is itself usable."""
-    listed = list(inputs)
-    for path, flag, write in ((outputs.json, "--json", write_json), (outputs.junit, "--junit", write_junit)):
-        if not path:
+def write_error_reports(report: Report, outputs: Outputs, paths: Paths) -> None:
+    """Best effort: write the error report to each report path the path rule allows (``paths``:
+    never over a file the run reads or another output, also when that is what the error was)."""
+
+    def write_markdown(report: Report, path: str) -> None:
+        write_output(path, render_markdown(report).encode())
+
+    append_step_summary(report)
+    writers = (
+        (outputs.json, "--json", write_json),
+        (outputs.junit, "--junit", write_junit),
+        (outputs.markdown, "--markdown", write_markdown),
+    )
+    for path, flag, write in writers:
+        if not path or not paths.usable(flag):
             continue
         try:
-            check_report_path(path, flag, listed)
+            check_report_path(path, flag)
             write(report, path)
         except GuardError:
             continue  # the path is what failed: there is nowhere to put the report
@@ -148,54 +184,78 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def lenient_outputs(argv: Sequence[str]) -> tuple[str | None, dict[str, Any], Outputs]:
-    """(first positional, the input files named, report flags) from a command line that did not
-    parse, so that the error can still be reported where the caller asked, and never over an input."""
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("-o", "--output")
-    for flag in ("--json", "--junit", "--public-key", "--weights", "--inputs", "--sign-key"):
-        p.add_argument(flag)
-    known, rest = p.parse_known_args(argv)
-    positional = next((a for a in rest if not a.startswith("-")), None)
-    return positional, vars(known), Outputs(json=known.json, junit=known.junit, quiet=True)
+LenientOption = tuple[Sequence[str], str, bool]  # (its names, its dest, whether it is a switch)
+
+
+def lenient_values(argv: Sequence[str], options: Sequence[LenientOption] | None = None) -> tuple[str | None, dict[str, Any]]:
+    """(first positional, every option's raw value) from a command line that did not parse, read
+    with the command's own options (so a flag's value is never taken for the positional): the
+    error can still be reported where the caller asked, and never over a file the run reads."""
+    if options is None:
+        options = [(([f.short] if f.short else []) + [f.name], f.dest, f.kind == "switch") for f in (*PROBE_FLAGS, *OUTPUT_FLAGS)]
+    p = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    p.add_argument("positional", nargs="?")
+    for names, dest, switch in options:
+        p.add_argument(*names, dest=dest, action="store_true" if switch else "store")
+    try:
+        known, _ = p.parse_known_args(list(argv))
+    except (argparse.ArgumentError, SystemExit):  # a flag without its value, at the end
+        return None, {}
+    values = vars(known)
+    return values.pop("positional"), values
+
+
+def _lenient_outputs(values: dict[str, Any]) -> Outputs:
+    return Outputs(json=values.get("json"), junit=values.get("junit"), markdown=values.get("markdown"), quiet=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["inspect"] and not os.path.isfile("inspect"):  # runtime-probe inspect PKG
+        from runtime_probe.inspect import main as inspect_main
+
+        return inspect_main(args[1:])
+    if argv is None:  # the command itself, not a caller's Python process: SIGTERM/SIGHUP unwind
+        install_stop_signals()
     parser = build_parser()
     try:
         values = vars(parser.parse_args(args))
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
-        package, named, outputs = lenient_outputs(args)
-        write_error_reports(error_report("probe", package, exc), outputs, report_inputs(package, named))
+        package, named = lenient_values(args)
+        write_error_reports(error_report("probe", package, exc), _lenient_outputs(named), probe_paths(package, named))
         return 2
     return run_guarded("probe", values["package"], values, lambda: _probe(values))
 
 
 def run_guarded(kind: str, package: str | None, values: dict[str, Any], body: Callable[[], int]) -> int:
-    """Run ``body``; an expected error or a bug still leaves a report at --json/--junit."""
+    """Run ``body``; an expected error, a signal or a bug still leaves a report at --json/--junit."""
     outputs = outputs_of(values)
+    paths = probe_paths(package, values)
     try:
         return body()
     except GuardError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        write_error_reports(error_report(kind, package, exc), outputs, report_inputs(package, values))
+        write_error_reports(error_report(kind, package, exc), outputs, paths)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        write_error_reports(error_report(kind, package, ToolError("interrupted")), outputs, report_inputs(package, values))
+        write_error_reports(error_report(kind, package, ToolError("interrupted")), outputs, paths)
+        return 3
+    except Terminated as exc:  # SIGTERM or SIGHUP outside probe() (which reports it itself)
+        print(f"terminated ({exc.name})", file=sys.stderr)
+        write_error_reports(error_report(kind, package, exc), outputs, paths)
         return 3
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, keep the traceback, exit 3
         machine = environment_error(exc)
         if machine is not None:  # a full disk: the machine's doing, said as such
             print(f"error: {machine}", file=sys.stderr)
-            write_error_reports(error_report(kind, package, machine), outputs, report_inputs(package, values))
+            write_error_reports(error_report(kind, package, machine), outputs, paths)
             return machine.exit_code
         print(f"error: {kind} failed unexpectedly (this is a bug in runtime_probe):", file=sys.stderr)
         traceback.print_exc()
-        write_error_reports(error_report(kind, package, exc), outputs, report_inputs(package, values))
+        write_error_reports(error_report(kind, package, exc), outputs, paths)
         return 3
 
 
@@ -204,15 +264,18 @@ def _probe(values: dict[str, Any]) -> int:
 
     package = values["package"]
     outputs = outputs_of(values)
-    check_outputs(outputs, report_inputs(package, values))
+    paths = probe_paths(package, values)
+    check_outputs(outputs, paths)
     options = probe_options(values)
-    progress = Progress(quiet=outputs.quiet, log=outputs.log_file)
+    progress = progress_for(outputs)
     try:
         report = probe(package, options, progress)
         log_report_lines(report, progress)
+    except KeyboardInterrupt:
+        raise interrupted(progress) from None
     finally:
         progress.close()
-    emit_report(report, outputs)
+    emit_report(report, outputs, paths)
     return report.exit_code if not outputs.strict else dataclasses.replace(report, strict=True).exit_code
 
 

@@ -47,9 +47,16 @@ class UsageError(GuardError):
 
 
 class ToolError(GuardError):
-    """The tool itself could not run (missing dependency, unwritable output, engine down). Exit 3."""
+    """The tool itself could not run (missing dependency, unwritable output, engine down). Exit 3.
+
+    ``code``: the finding code that names the cause where one does (``env.tmpdir_unusable``,
+    ``env.torch_missing``); a report of this error carries it instead of ``tool.failed``."""
 
     exit_code = 3
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
 
 
 class InputContractError(GuardError, ValueError):

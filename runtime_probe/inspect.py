@@ -7,8 +7,11 @@ lists what is missing without a manifest.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from runtime_probe import layout
@@ -20,7 +23,7 @@ from runtime_probe.package.manifest_rules import check_manifest
 from runtime_probe.report import clean
 from runtime_probe.trust.signature import SignatureFormatError, read_signature
 
-__all__ = ["inspect_package", "render_inspection"]
+__all__ = ["emit_inspection", "inspect_package", "main", "render_inspection"]
 
 # The inspect JSON's own version (runtime_probe/schemas/inspect.schema.json), MAJOR.MINOR as reports.
 INSPECT_SCHEMA_VERSION = "1.0"
@@ -156,7 +159,12 @@ def render_inspection(data: dict[str, Any]) -> str:
                 shape = ", ".join(str(d) if isinstance(d, int) else d["expr"] for d in t["shape"])
                 lines.append(f"  {o['name']:<16} {t['dtype']:<9} ({shape})")
         for s in io["symbols"]:
-            lines.append(f"symbol   {s['name']} in [{s['min']}, {'inf' if s['max'] is None else s['max']}]  ({', '.join(s['sources'])})")
+            # a symbol no input dimension equals (``_seq`` of ids:1=8*_seq): no source to list
+            carriers = f"  ({', '.join(s['sources'])})" if s["sources"] else "  (in derived sizes only: no input dimension equals it)"
+            lines.append(f"symbol   {s['name']} in [{s['min']}, {'inf' if s['max'] is None else s['max']}]{carriers}")
+        for g in io.get("guards") or []:  # export's shape guards (since 1.4): the guarded loader enforces them
+            checked = f"checked at load as {g['expr']}" if g.get("expr") else "cannot be checked"
+            lines.append(f"guard    {g['words']}  ({checked}; torch: {g['text']})")
         tg, tc = m["target"], m["toolchain"]
         lines.append(
             f"target   {tg['device_type']} {tg.get('device_name') or ''} cc={tg.get('compute_capability') or '-'} kernels={','.join(tg['kernel_archs']) or '-'} {tg['platform']}/{tg['machine']}"
@@ -207,3 +215,49 @@ def render_inspection(data: dict[str, Any]) -> str:
     for e in data.get("entries", []):
         lines.append(f"  {e['bytes']:>12,}  {e['name']}")
     return "\n".join(clean(line) for line in lines) + "\n"
+
+
+def emit_inspection(path: str, json_path: str | None = None) -> int:
+    """Inspect ``path``; write the JSON to ``json_path`` ('-': stdout) and the text to stdout (to
+    stderr when the JSON takes stdout). Returns the exit code: 0, or 1 when ``problems`` is not
+    empty. Raises UsageError (exit 2) for a missing package or a --json path that would destroy it."""
+    from runtime_probe.errors import UsageError
+    from runtime_probe.output import check_report_path, is_stdout, write_output
+    from runtime_probe.paths import Paths, Read, Write
+
+    if not os.path.isfile(path):
+        what = "no such file" if not os.path.exists(path) else "not a regular file"
+        raise UsageError(f"{path}: {what}", hint="give the .pt2 package to inspect")
+    if json_path:
+        Paths((Read("the package being inspected", path),), (Write("--json", json_path),)).check()
+        check_report_path(json_path, "--json")
+    data = inspect_package(path)
+    if json_path:
+        write_output(json_path, (json.dumps(data, indent=2) + "\n").encode())
+    stream = sys.stderr if is_stdout(json_path) else sys.stdout
+    stream.write(render_inspection(data))
+    stream.flush()
+    return 0 if not data.get("problems") else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``runtime-probe inspect PKG [--json PATH|-]`` and ``python -m runtime_probe.inspect PKG``."""
+    from runtime_probe.errors import GuardError
+
+    parser = argparse.ArgumentParser(
+        prog="runtime-probe inspect",
+        description="Show what a .pt2 package holds (manifest, models, kernels, constants) without opening native code.",
+        epilog="exit codes: 0 read without problems, 1 the package has problems, 2 usage error",
+    )
+    parser.add_argument("package", metavar="PKG", help="the .pt2 package")
+    parser.add_argument("--json", metavar="PATH", help="write the inspection as JSON here ('-' = stdout)")
+    values = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return emit_inspection(values.package, values.json)
+    except GuardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -78,6 +78,7 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
     nonfinite = ref_nonfinite = mismatched = 0
     max_abs = max_rel = 0.0
     worst_value, worst = -float("inf"), 0
+    worst_used = 0.0
     offset = 0
     wide = torch.complex128 if out.is_complex() else torch.float64
     for o, r in flat_chunks(out, ref, size=chunk, device=device):
@@ -89,8 +90,13 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
         diff = torch.where(same_special, torch.zeros_like(diff), diff)
         diff = torch.nan_to_num(diff, nan=float("inf"))
         ref_abs = rf.abs().to(torch.float64)
-        excess = diff - (atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0))
+        allowed = atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0)
+        excess = diff - allowed
         mismatched += int((excess > 0).sum().item())
+        # how much of the tolerance the worst element uses (1.0: exactly at the bound)
+        used = torch.where(allowed > 0, diff / allowed.clamp_min(1e-300), torch.full_like(diff, float("inf")))
+        used = torch.where(diff == 0, torch.zeros_like(diff), used)
+        worst_used = max(worst_used, float(used.max().item()))
         here = int(torch.argmax(excess).item())
         if float(excess[here].item()) > worst_value:  # strictly: the first occurrence wins, as argmax's does
             worst_value, worst = float(excess[here].item()), offset + here
@@ -106,6 +112,7 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
         "ref_nonfinite": ref_nonfinite,
         "mismatched": mismatched,
         "worst_index": _unravel(worst, tuple(out.shape)),
+        "tolerance_used": _finite(worst_used),
     }
 
 

@@ -9,7 +9,13 @@ or with ``TERM=dumb`` every event is one plain line::
 
 On a terminal the running phase (or escalation step) is one live line that is redrawn with its
 elapsed time, then left in place as ``[archive] passed in 0.12s``; it is coloured unless
-``NO_COLOR`` is set (https://no-color.org).
+``NO_COLOR`` is set (https://no-color.org). ``transient``: the ended phase's line is erased
+instead, when the report's table that follows on the same terminal lists every phase again.
+
+In a pipe a phase that runs longer than ``HEARTBEAT_S`` gets a heartbeat line every
+``HEARTBEAT_S`` (what it is doing, elapsed), so a CI log shows the run is alive::
+
+    [compile] still running (20s)
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ import threading
 import time
 from typing import TextIO
 
-__all__ = ["Progress", "is_live_terminal"]
+__all__ = ["HEARTBEAT_S", "Progress", "is_live_terminal"]
 
 _COLOURS = {"passed": "32", "failed": "31", "skipped": "33", "start": "36"}
 _ENDS = ("passed", "failed", "skipped")
 _TICK_S = 0.25
+HEARTBEAT_S = 10.0
 
 
 def is_live_terminal(stream: TextIO) -> bool:
@@ -47,6 +54,8 @@ class Progress:
         live: bool | None = None,
         colour: bool | None = None,
         log: str | None = None,
+        transient: bool = False,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         # --log-file: every event as a plain, timestamped line, whatever the terminal shows
@@ -59,12 +68,30 @@ class Progress:
         self._started: dict[str, float] = {}
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self.transient = transient and self.live
+        self._heartbeat_s = heartbeat_s
+        # phase -> (started, what it is doing, when a line about it was last written), every mode
+        self._running: dict[str, tuple[float, str, float]] = {}
+        self._beater: threading.Thread | None = None
+
+    @property
+    def running(self) -> str | None:
+        """The phase started last and not ended yet (an interrupted run names it)."""
+        with self._lock:
+            return next(reversed(self._running), None)
 
     def __call__(self, phase: str, event: str, seconds: float | None = None) -> None:
         now = time.monotonic()
         if self._log is not None:
             took = f" in {seconds:.2f}s" if seconds is not None else ""
             self.log_line(f"[{phase}] {event}{took}")
+        with self._lock:
+            if event == "start":
+                self._running[phase] = (now, "", now)
+            elif event.startswith(_ENDS):
+                self._running.pop(phase, None)
+            elif phase in self._running:
+                self._running[phase] = (self._running[phase][0], event, now)
         if self.quiet:
             return
         with self._lock:
@@ -118,6 +145,7 @@ class Progress:
     def _begin(self, phase: str, text: str, now: float) -> None:
         if not self.live:
             self._write(self._line(phase, "start", None) + "\n")
+            self._ensure_heartbeat()
             return
         if self._current is not None:
             self._write("\n")  # a parallel phase (--all-devices) keeps the line it had
@@ -138,7 +166,10 @@ class Progress:
 
     def _finish(self, phase: str, event: str, seconds: float | None) -> None:
         line = self._line(phase, event, seconds)
-        if self.live and self._current is not None:
+        if self.live and self.transient and self._current is not None and self._current[0] == phase:
+            self._write("\r\x1b[2K")  # the report's table that follows shows the phase: not twice
+            self._current = None
+        elif self.live and self._current is not None:
             self._write("\r\x1b[2K" + line + "\n")
             self._current = None
         else:
@@ -150,6 +181,24 @@ class Progress:
         phase, text, since = self._current
         elapsed = time.monotonic() - since
         self._write(f"\r\x1b[2K[{phase}] {self._paint(text, 'start') if not final else text} {elapsed:5.1f}s")
+
+    def _ensure_heartbeat(self) -> None:
+        if self._beater is not None and self._beater.is_alive():
+            return
+        self._beater = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._beater.start()
+
+    def _beat(self) -> None:
+        """In a pipe: a line for each phase that has printed nothing for ``heartbeat_s``."""
+        step = min(1.0, self._heartbeat_s / 4)
+        while not self._stop.wait(step):
+            with self._lock:
+                now = time.monotonic()
+                for phase, (started, doing, last) in list(self._running.items()):
+                    if now - last >= self._heartbeat_s:
+                        what = f"still running: {doing}" if doing else "still running"
+                        self._write(f"[{phase}] {what} ({now - started:.0f}s)\n")
+                        self._running[phase] = (started, doing, now)
 
     def _ensure_ticker(self) -> None:
         if self._ticker is not None and self._ticker.is_alive():

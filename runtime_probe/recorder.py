@@ -43,6 +43,11 @@ class Recorder:
         self._name = ""
         self._start = 0.0
 
+    @property
+    def running(self) -> str | None:
+        """The phase started and not yet ended, if any."""
+        return self._name if self._name and self._name not in {r.name for r in self.results} else None
+
     def start(self, name: str) -> None:
         self._name, self._start = name, time.monotonic()
         self._progress(self._label + name, "start", None)
@@ -51,8 +56,15 @@ class Recorder:
         self._progress(self._label + self._name, message, None)
 
     def end(self, findings: Sequence[Finding], detail: Mapping[str, Any] | None = None) -> PhaseResult:
+        """Record the running phase. A step that had nothing to do says why in ``detail["skipped"]``
+        (``--no-debug-twin``, no golden samples): the phase is then skipped, with that reason."""
         seconds = time.monotonic() - self._start
-        result = make_phase(self._name, seconds, findings, detail)
+        skipped = detail.get("skipped") if detail else None
+        if isinstance(skipped, str) and detail is not None:
+            rest = {k: v for k, v in detail.items() if k != "skipped"}
+            result = make_phase(self._name, seconds, findings, rest, skipped_reason=skipped)
+        else:
+            result = make_phase(self._name, seconds, findings, detail)
         self.results.append(result)
         self._progress(self._label + self._name, result.status, seconds)
         return result
@@ -60,6 +72,15 @@ class Recorder:
     def skip(self, name: str, reason: str) -> None:
         self.results.append(make_phase(name, 0.0, [], skipped_reason=reason))
         self._progress(self._label + name, f"skipped: {reason}", None)
+
+    def abort(self, findings: Sequence[Finding], reason: str) -> None:
+        """The run stops from outside (a signal): the running phase ends with ``findings`` (with
+        none running, they go in a phase named "cli"), and the phases not yet run are skipped."""
+        if self.running:
+            self.end(findings)
+        else:
+            self.results.append(make_phase("cli", 0.0, findings))
+        self.skip_rest(reason)
 
     def skip_rest(self, reason: str) -> None:
         """Mark every named phase not yet recorded as skipped."""

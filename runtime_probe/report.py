@@ -167,14 +167,30 @@ def clean(value: object) -> str:
     return "".join(out)
 
 
+_BLOCK_LINES = 200  # a multi-line expected/found shown in the text report, at most
+
+
 def format_finding(f: Finding) -> str:
     """One line (plus an indented hint line): code, what failed, expected vs found, what to do.
-    Every field is passed through ``clean``: messages quote names from the package."""
+    Every field is passed through ``clean``: messages quote names from the package.
+
+    A multi-line ``expected`` or ``found`` (torch's message, a compiler's errors) is shown line by
+    line below the finding, each line cleaned and behind a ``|`` margin, so no text it holds can
+    pass for a line of the report (a finding, a phase, the verdict)."""
     line = f"{_MARK[f.severity]} {clean(f.code)}: {clean(f.message)}"
-    if f.expected is not None or f.found is not None:
+    fields = [(label, value) for label, value in (("expected", f.expected), ("found", f.found)) if value is not None]
+    blocks = [(label, value.strip("\n").splitlines()) for label, value in fields if "\n" in value.strip("\n")]
+    if fields and not blocks:
         expected = clean(f.expected) if f.expected is not None else "-"
         found = clean(f.found) if f.found is not None else "-"
         line += f" (expected {expected}, found {found})"
+    inline = [f"{label} {clean(value)}" for label, value in fields if label not in dict(blocks)]
+    if blocks and inline:
+        line += f" ({', '.join(inline)})"
+    for label, rows in blocks:
+        line += f"\n        {label}:" + "".join(f"\n        | {clean(row)}" for row in rows[:_BLOCK_LINES])
+        if len(rows) > _BLOCK_LINES:
+            line += f"\n        | ... {len(rows) - _BLOCK_LINES} more line(s) in the JSON report"
     if f.hint:
         line += f"\n        hint: {clean(f.hint)}"
     return line
@@ -196,9 +212,9 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
     head = report.title or f"{report.kind} {report.package.get('path', '')}".strip()
     lines.append(f"{indent}{clean(head)}")
     for p in report.phases:
-        lines.append(f"{indent}  {clean(p.name):<10} {p.status:<8} {p.seconds:7.2f}s")
-        lines.extend(f"{indent}    {line}" for line in _latency_lines(p))
-        lines.extend(f"{indent}    {line}" for line in _coverage_lines(p))
+        why = f"  ({clean(str(p.detail['reason']).removeprefix('skipped: '))})" if p.status == SKIPPED and p.detail.get("reason") else ""
+        lines.append(f"{indent}  {clean(p.name):<10} {p.status:<8} {p.seconds:7.2f}s{why}")
+        lines.extend(f"{indent}    {line}" for line in detail_lines(p))
         for f in p.findings:
             # In a failed phase an informational finding explains the failure (the remedy the
             # ladder verified, the kernels that ran), so it is shown; elsewhere only with -v.
@@ -208,6 +224,12 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
                 lines.append(f"{indent}    {sub}")
     for s in report.sections:
         _render_into(s, lines, verbose=verbose, indent=indent + "  ")
+
+
+def detail_lines(p: PhaseResult) -> list[str]:
+    """The phase's detail as text lines (latency, coverage, margins, stage table), for every
+    rendering of the report (text, markdown)."""
+    return [*_latency_lines(p), *_coverage_lines(p), *_margin_lines(p), *_stage_lines(p)]
 
 
 def _coverage_lines(p: PhaseResult) -> list[str]:
@@ -227,17 +249,77 @@ def _coverage_lines(p: PhaseResult) -> list[str]:
     return [f"coverage: {'; '.join(parts)}"] if parts else []
 
 
+def _num(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else clean(value)
+
+
+def _margin_lines(p: PhaseResult) -> list[str]:
+    """The build's margin per output: the worst error, on which sample, against the tolerance it
+    was judged by (and the share of it used), and the tolerance the package stores."""
+    out = []
+    for m in p.detail.get("margins") or []:
+        if not isinstance(m, Mapping) or m.get("max_abs") is None:
+            continue
+        used = m.get("tolerance_used")
+        share = f", {used:.0%} of it" if isinstance(used, float) else (", beyond a zero tolerance" if used == "inf" else "")
+        how = " (accepted: as close to float64 as eager)" if m.get("accepted_by") == "fp64" else ""
+        stored = f"; stored atol {_num(m['stored_atol'])}, rtol {_num(m.get('stored_rtol'))}" if m.get("stored_atol") is not None else ""
+        out.append(
+            f"margin {clean(m.get('output'))}: worst |compiled - eager| {_num(m.get('max_abs'))} on {clean(m.get('sample'))} "
+            f"against atol {_num(m.get('atol'))} + rtol {_num(m.get('rtol'))}*|eager|{share}{how}{stored}"
+        )
+    return out
+
+
+def _stage_lines(p: PhaseResult) -> list[str]:
+    """The stage bisection's table (build.first_divergence): each stage rerun on the failing sample."""
+    rows = p.detail.get("stages")
+    if not isinstance(rows, list) or not rows:
+        return []
+    out = ["stages (rerun on the failing sample, each against eager):"]
+    for r in rows:
+        if not isinstance(r, Mapping):
+            continue
+        err = "-" if r.get("max_abs") is None else _num(r.get("max_abs"))
+        tail = f"  {clean(r['note'])}" if r.get("note") else ""
+        out.append(f"  {clean(r.get('stage')):<9} {clean(r.get('status')):<8} max abs {err:<9}{tail}")
+    return out
+
+
 def _latency_lines(p: PhaseResult) -> list[str]:
     """The golden phase's --iterations timings, one line per sample (trtexec's summary)."""
     out = []
     for run in p.detail.get("runs") or []:
         lat = run.get("latency_ms") if isinstance(run, Mapping) else None
         if isinstance(lat, Mapping) and lat.get("n"):
-            out.append(
-                f"latency {clean(run.get('sample'))}: p50 {lat['p50']:.3f} ms, p99 {lat['p99']:.3f} ms "
-                f"(min {lat['min']:.3f}, max {lat['max']:.3f}, {lat['n']} runs)"
-            )
+            out += latency_lines(str(clean(run.get("sample"))), lat)
     return out
+
+
+def latency_lines(sample: str, lat: Mapping[str, Any]) -> list[str]:
+    """One sample's timing as text: the percentiles there are enough calls for (and which are
+    left out), mean ± std, min/max, throughput, and a warning line when the timings vary."""
+    from runtime_probe.latency import unstable_message
+
+    def ms(key: str) -> str:
+        value = lat.get(key)
+        return f"{value:.4g}" if isinstance(value, (int, float)) else "?"  # 480 ms and 4 us both readable
+
+    shown = [f"{name} {ms(name)}" for name in ("p50", "p90", "p95", "p99") if name in lat]
+    omitted = [o for o in lat.get("omitted") or [] if isinstance(o, Mapping)]
+    head = f"latency {sample}: " + (", ".join(shown) + " ms, " if shown else "")
+    line = f"{head}mean {ms('mean')} ± {ms('std')} ms (min {ms('min')}, max {ms('max')}, {lat['n']} runs"
+    if lat.get("warmup"):
+        line += f" after {lat['warmup']} warm-up"
+    line += ")"
+    if isinstance(lat.get("throughput_per_s"), (int, float)):
+        line += f", {lat['throughput_per_s']:.1f} calls/s"
+    lines = [line]
+    if omitted:
+        lines.append("  " + ", ".join(f"{o.get('name')} omitted (needs {o.get('needs')} runs)" for o in omitted))
+    if lat.get("unstable"):
+        lines.append("  warning: " + unstable_message(dict(lat)))
+    return lines
 
 
 def write_json(report: Report, path: str | os.PathLike[str]) -> None:

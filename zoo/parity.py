@@ -208,6 +208,7 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         "max_abs_vs_fp64": worst("max_abs_vs_fp64"),
         "max_abs_eager_vs_fp64": worst("eager_max_abs_vs_fp64"),
         "codes": _findings(report),
+        "error_codes": _findings(report, ("error",)),
         "error": _first_error(report),
         "outputs": (report.get("extra", {}).get("manifest_summary") or {}).get("outputs"),
     }
@@ -509,11 +510,25 @@ def judge(r: dict[str, Any]) -> dict[str, Any]:
             g["ratio_process"] = round(g["seconds"] / process, 2)
     ours = bool(g.get("ok") and (r.get("probe") or {}).get("ok") and (r.get("guard") or {}).get("ok"))
     r["aoti_guard_ok"] = ours
+    r["catch"] = caught(r)
     # a bare path cut by the run's deadline did not fail: it says nothing about parity
-    r["parity"] = ours or (b is not None and not b.get("ok") and not b.get("skipped") and not b.get("deadline"))
+    r["parity"] = ours or r["catch"] or (b is not None and not b.get("ok") and not b.get("skipped") and not b.get("deadline"))
     if r.get("incomplete") and not r["parity"]:
         r["parity"] = None  # not known: the run ran out of time
     return r
+
+
+# Refusals whose cause the build established in the model or its export (not the compiler, not
+# the machine): the bare path ships such a package silently, so aoti-guard's refusal is a catch.
+CATCH_CODES = ("build.export_specialized", "build.nondeterministic", "build.stateful_model")
+
+
+def caught(r: dict[str, Any]) -> bool:
+    """The bare path packaged the model and aoti-guard refused it for an established cause."""
+    b, g = r.get("bare"), r.get("build") or {}
+    if g.get("ok") or b is None or not b.get("ok"):
+        return False
+    return any(code in CATCH_CODES for code in g.get("error_codes") or [])
 
 
 def bare_process_s(b: dict[str, Any]) -> float | None:
@@ -806,6 +821,7 @@ def table(run: dict[str, Any]) -> str:
 def summary(run: dict[str, Any]) -> str:
     results = run.get("results", [])
     parity = [r for r in results if r.get("parity")]
+    catches = [r["name"] for r in results if r.get("catch")]
     incomplete = [r["name"] for r in results if r.get("incomplete")]
     timed = [r for r in results if (r.get("build") or {}).get("ratio") and r["build"].get("ok")]  # older runs kept cut builds' ratios
     ratios = [r["build"]["ratio"] for r in timed]
@@ -814,8 +830,10 @@ def summary(run: dict[str, Any]) -> str:
     bare = f"Bare path packaged {len(bare_ok)}/{len(bare_run)}; " if bare_run else "Bare path not run; "
     lines = [
         f"**Parity {len(parity)}/{len(results)}** (a model has parity when the bare path fails, or aoti-guard builds, probes and "
-        f"guard-loads it). {bare}"
-        f"aoti-guard built, probed and guard-loaded {sum(1 for r in results if r.get('aoti_guard_ok'))}/{len(results)}.",
+        f"guard-loads it, or aoti-guard refuses a package the bare path shipped, for a cause it established: {', '.join(CATCH_CODES)}). "
+        f"{bare}"
+        f"aoti-guard built, probed and guard-loaded {sum(1 for r in results if r.get('aoti_guard_ok'))}/{len(results)}"
+        + (f"; caught {len(catches)} ({', '.join(catches)})." if catches else "."),
     ]
     narrowed = [r["name"] for r in results if "build.range_narrowed" in ((r.get("build") or {}).get("codes") or [])]
     if narrowed:

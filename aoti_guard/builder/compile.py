@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from aoti_guard.builder import resources
+
 __all__ = [
     "SHARED_WEIGHTS_CONFIG",
     "TWIN_CONFIGS",
@@ -117,16 +119,25 @@ def compile_files(ep: Any, configs: Mapping[str, Any]) -> list[Any]:
 
 
 def describe_compile_error(exc: BaseException) -> tuple[list[str], str]:
-    """The first useful lines of a compile failure, and what to do about it."""
+    """The first useful lines of a compile failure, and what to do about it.
+
+    A resource that ran out (builder/resources.py: a file-size limit, a full disk, memory) is said
+    as such, its line kept in the lines; a C++ compiler's rejection is said as what is known (the
+    compiler's own error), not as an Inductor bug, which nothing here establishes."""
     text = str(exc)
     lines = [f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".strip()]
     errors = [line.strip() for line in text.splitlines() if re.search(r"\berror\b", line, re.I)]
     lines += errors[:8]
+    exhausted = resources.from_exception(exc)
+    if exhausted is not None:
+        if not any(exhausted.found in line for line in lines):
+            lines.append(exhausted.found)
+        return lines, f"{exhausted.what}: {exhausted.hint}"
     name = type(exc).__name__
     if name == "CppCompileError" or "CppCompileError" in text:
         hint = (
-            "the C++ compiler rejected generated code: check the compiler named in the error is installed and new enough (g++ >= 11); "
-            "if it is, this is likely an Inductor bug: --minify reduces it to a small repro"
+            "the C++ compiler rejected the code Inductor generated (its error is above): check that the compiler it names is "
+            "installed and new enough (g++ >= 11); --minify reduces the failure to a small standalone repro"
         )
     elif "triton" in text.lower():
         hint = "a Triton kernel failed to compile: check the GPU, the CUDA toolkit and triton versions match torch's"

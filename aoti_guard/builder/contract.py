@@ -16,7 +16,7 @@ from typing import Any
 from aoti_guard.builder.value_ranges import index_value_ranges
 from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
 
-__all__ = ["bind_example", "dtype_name", "extract_constants", "extract_contract", "jsonable_value", "leaf_name"]
+__all__ = ["bind_example", "declared_dim_names", "dtype_name", "extract_constants", "extract_contract", "jsonable_value", "leaf_name"]
 
 _KIND_NAMES = {
     inspect.Parameter.POSITIONAL_ONLY: "positional_only",
@@ -138,6 +138,16 @@ def _symbol_names(
         elif isinstance(value, Mapping) and isinstance(spec, Mapping):
             for k, v in value.items():
                 walk(v, spec.get(k), f"{name}[{k!r}]")
+        elif isinstance(spec, (list, tuple)):
+            # a library pytree type (a DynamicCache) given by the list of its flattened leaves' specs,
+            # as torch.export takes it: pair them in flattening order, as torch does
+            from torch.utils import _pytree as pytree
+
+            leaves = pytree.tree_flatten_with_path(value)[0]
+            specs = pytree.tree_flatten(spec, is_leaf=lambda s: s is None or isinstance(s, Mapping))[0]
+            if len(leaves) == len(specs):
+                for (path, v), s in zip(leaves, specs):
+                    walk(v, s, name + pytree.keystr(path))
 
     named = {p.name: p for p in params}
     positional = [p for p in params if p.kind in ("positional_only", "positional_or_keyword")]
@@ -155,6 +165,13 @@ def _symbol_names(
             walk(value, spec, key)
     del named
     return out, roots
+
+
+def declared_dim_names(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], dynamic_shapes: Any) -> dict[str, dict[int, str]]:
+    """Leaf name -> {dim index: the name of the user's ``Dim``}, as the user's dynamic_shapes
+    declare them: two dims given one ``Dim`` share its name; ``Dim.DYNAMIC``/``Dim.AUTO`` and
+    derived dims (``8 * Dim("s")``) have none."""
+    return _symbol_names(dynamic_shapes, args, kwargs, _params(_signature(model), args, kwargs))[0]
 
 
 def _expr(value: Any, rename: Mapping[str, str]) -> int | str:
@@ -218,7 +235,7 @@ def extract_contract(
         if vr is None:
             vr = bound_sympy(expr, dict(ep.range_constraints))
         lo, hi = implied.get(str(expr), (vr.lower, vr.upper))
-        return Dim(str(_expr(size, rename)), int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None)
+        return Dim(str(_expr(size, rename)), _bound(lo, 0) or 0, _bound(hi, None))
 
     inputs: list[InputSpec] = []
     sources: dict[str, list[str]] = {}
@@ -255,7 +272,7 @@ def extract_contract(
             continue  # a derived size's own range (``8*s9``): its free symbol is listed, the size follows from it
         name = rename.get(sym, sym)
         lo, hi = implied.get(sym, (vr.lower, vr.upper))
-        symbols.append(Symbol(name, int(lo) if lo.is_finite else 0, int(hi) if hi.is_finite else None, tuple(sources.get(name, []))))
+        symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
 
     outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
     return IOContract(
@@ -266,6 +283,13 @@ def extract_contract(
         in_spec=pytree.treespec_dumps(in_spec),
         out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
     )
+
+
+def _bound(value: Any, default: int | None) -> int | None:
+    """A range bound as an int, ``default`` where it is infinite. torch's ``int_oo`` (the upper
+    bound of every unbounded dim: ``Dim.DYNAMIC``, ``Dim("b", min=2)``) says ``is_finite`` True
+    under sympy 1.14, and ``int()`` of it raises: only a sympy Integer is a bound."""
+    return int(value) if getattr(value, "is_Integer", False) or isinstance(value, int) else default
 
 
 def _implied_root_ranges(fake_tensors: Sequence[Any], ranges: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -293,7 +317,7 @@ def _implied_root_ranges(fake_tensors: Sequence[Any], ranges: Mapping[str, Any])
                 continue
             free = list(expr.free_symbols)
             vr = ranges.get(str(expr))
-            if len(free) != 1 or vr is None or not (vr.lower.is_finite and vr.upper.is_finite):
+            if len(free) != 1 or vr is None or not (vr.lower.is_Integer and vr.upper.is_Integer):
                 continue
             sym = free[0]
             a, b = expr.coeff(sym), expr.subs(sym, 0)

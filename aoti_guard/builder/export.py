@@ -4,14 +4,17 @@ when it fails."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
+from aoti_guard.builder import resources
+from aoti_guard.builder.export_hints import Advice, Declared, advise, declared_dims, library_type_hint, suggested_fixes
 from aoti_guard.builder.resolve import describe_exception
 from aoti_guard.spec import BuildSpec
 from runtime_probe.findings import error
 from runtime_probe.recorder import StepFailed
 
-__all__ = ["eager_run", "export_hint", "export_program", "fresh_inputs", "suggested_fixes"]
+__all__ = ["eager_run", "export_advice", "export_hint", "export_program", "fresh_inputs", "suggested_fixes"]
 
 
 def fresh_inputs(spec: BuildSpec) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -34,6 +37,9 @@ def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
         with torch.no_grad():
             return eager_fn(*args, **kwargs)
     except Exception as exc:
+        exhausted = resources.from_exception(exc)
+        if exhausted is not None:
+            raise StepFailed([resources.finding(exhausted, "export", f"the eager run of {spec.label}")], exhausted.what) from exc
         raise StepFailed(
             [
                 error(
@@ -48,61 +54,75 @@ def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
         ) from exc
 
 
-def export_program(spec: BuildSpec, dynamic: Any) -> Any:
-    """``torch.export.export`` of the spec. Raises StepFailed with the first useful lines and a hint."""
+def export_program(spec: BuildSpec, dynamic: Any, *, from_flags: bool = False) -> Any:
+    """``torch.export.export`` of the spec. Raises StepFailed with torch's message, line by line,
+    and a hint built from it (``export_hint``). ``from_flags``: the dynamic dims came from
+    ``--dynamic`` (the hint then gives flags first)."""
     import torch
 
     args, kwargs = fresh_inputs(spec)
     try:
         return torch.export.export(spec.model, args, kwargs, dynamic_shapes=dynamic)
     except Exception as exc:
-        lines = describe_exception(exc)
+        lines = describe_exception(exc, limit=_MESSAGE_LINES)
+        exhausted = resources.from_exception(exc)
+        if exhausted is not None:
+            raise StepFailed([resources.finding(exhausted, "export", f"exporting {spec.label}")], exhausted.what) from exc
+        declared = _declared(spec, dynamic)
+        advice = export_advice(exc, declared, from_flags=from_flags)
         raise StepFailed(
             [
                 error(
                     "build.export_failed",
                     "export",
                     f"torch.export could not export {spec.label}: {lines[0][:300]}",
-                    found="\n".join(lines)[:3000],
-                    hint=export_hint(exc),
-                    evidence={"lines": lines},
+                    found="\n".join(lines)[:_FOUND_CHARS],
+                    hint=advice.hint,
+                    evidence={"lines": lines, **advice.evidence()},
                 )
             ],
             "export failed",
         ) from exc
 
 
-def suggested_fixes(text: str) -> list[str]:
-    """The lines of torch.export's "Suggested fixes:" block (``_seq = Dim('_seq', min=1, max=64)``,
-    ``seq = 8*_seq``), which its constraint errors end with: the one thing the user needs to know."""
-    lines = text.splitlines()
+_MESSAGE_LINES = 60  # torch's constraint errors list a line per guard before "Suggested fixes:"
+_FOUND_CHARS = 8000
+
+
+def _declared(spec: BuildSpec, dynamic: Any) -> list[Declared]:
+    """The dims the user declared dynamic, for the hint; none where they cannot be read."""
+    from aoti_guard.builder.contract import bind_example
+
     try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "Suggested fixes:")
-    except StopIteration:
+        return declared_dims(dynamic, bind_example(spec.model, spec.args, spec.kwargs))
+    except Exception:  # noqa: BLE001 - the hint falls back on the dims torch's message names
         return []
-    fixes = []
-    for line in lines[start + 1 :]:
-        if not line.startswith((" ", "\t")) or not line.strip():
-            break
-        fixes.append(line.strip())
-    return fixes[:8]
 
 
-def export_hint(exc: BaseException) -> str:
+def export_advice(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False) -> Advice:
+    """The hint for an export failure, built from torch's own message (export_hints.py): the
+    ``--dynamic`` flags and ``dynamic_shapes`` code giving the sizes asked, a library type's recipe."""
     text = f"{type(exc).__name__}: {exc}"
     if "data-dependent" in text or "GuardOnDataDependentSymNode" in text or "Could not guard on data-dependent" in text:
-        return "the model branches on tensor values: use torch.cond, or torch._check(...) to state what holds"
-    if "Constraints violated" in text or "specialized" in text:
-        fixes = suggested_fixes(text)
-        if fixes:
-            return (
-                "torch.export suggests: " + "; ".join(fixes) + ". Give the dimension that way: in the factory's dynamic_shapes "
-                "(e.g. 8 * Dim('_seq', min=1, max=64)), or on the command line as a derived size "
-                "(--dynamic INPUT:DIM=8*_seq:1..64)"
-            )
-        return "a dimension you marked dynamic was specialized by the model's code: narrow the Dim range or make that dimension static"
+        return Advice("the model branches on tensor values: use torch.cond, or torch._check(...) to state what holds")
+    library = library_type_hint(text)
+    if library is not None:
+        return Advice(library)
+    if "Constraints violated" in text or "specialized" in text or "Suggested fixes:" in text:
+        advice = advise(text, declared, from_flags=from_flags)
+        if advice is not None:
+            return advice
+        return Advice(
+            "torch.export found the dynamic dims inconsistent with the model's code but suggested no fix: its lines above name "
+            "the guards; narrow the Dim range to what they allow, or make that dimension static"
+        )
     if "Unsupported" in text or "graph break" in text.lower():
-        return (
+        return Advice(
             "torch.export cannot trace this construct; see the first lines above and rewrite that part (no .item(), no Python side effects)"
         )
-    return "run torch.export.export(model, args) alone to see the full error; see the torch.export docs for fixes"
+    return Advice("torch.export's message is above, line by line; see the torch.export docs for fixes")
+
+
+def export_hint(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False) -> str:
+    """``export_advice``'s hint in words."""
+    return export_advice(exc, declared, from_flags=from_flags).hint

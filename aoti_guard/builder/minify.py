@@ -27,11 +27,22 @@ from typing import Any
 from aoti_guard import _proc
 from aoti_guard.builder.minify_dump import REPRODUCED
 from aoti_guard.builder.saved_program import save_program
+from runtime_probe.child.isolation import ISOLATION_FLAGS
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import Finding, info, warning
 from runtime_probe.report import PhaseResult
 
-__all__ = ["MINIFY_FLAGS", "MinifierLog", "check_minify_dir", "minify_dir", "minify_reason", "parse_minifier_log", "run_minifier"]
+__all__ = [
+    "AUTO_MINIFY_S",
+    "MINIFY_FLAGS",
+    "MinifierLog",
+    "bisected_to_compiler",
+    "check_minify_dir",
+    "minify_dir",
+    "minify_reason",
+    "parse_minifier_log",
+    "run_minifier",
+]
 
 PHASE = "minify"
 MARKER = ".aoti-guard-minify"
@@ -76,11 +87,30 @@ def check_minify_dir(path: str) -> None:
         )
 
 
+# The minifier's budget when the stage bisection starts it without --minify (--minify-timeout
+# gives the whole budget when asked for).
+AUTO_MINIFY_S = 120.0
+
+
+def bisected_to_compiler(phases: Sequence[PhaseResult]) -> bool:
+    """The stage bisection found Inductor or the package departing first (build.first_divergence)."""
+    return any(
+        f.code == "build.first_divergence" and f.severity.value == "error" and f.evidence.get("first") in ("inductor", "package")
+        for p in phases
+        for f in p.findings
+    )
+
+
 def minify_reason(phases: Sequence[PhaseResult]) -> str | None:
     """Why the minifier should run, or None: compilation failed, or validation found AOTInductor
     alone wrong (the three-way verdict said so, or, without one, compiled differs from eager and
-    is further from float64 than eager is) and no ONNX Runtime verdict blames the model instead."""
+    is further from float64 than eager is) and no ONNX Runtime verdict blames the model instead,
+    and the stage bisection, where it ran, found the first departing stage in the compiler
+    (Inductor or the package), not in eager, export or the decompositions."""
     codes = {f.code for p in phases for f in p.findings}
+    firsts = {f.evidence.get("first") for p in phases for f in p.findings if f.code == "build.first_divergence"}
+    if firsts and not firsts & {"inductor", "package"}:
+        return None  # the stage bisection put the cause before the compiler: nothing for its minifier
     if "build.compile_failed" in codes:
         return "AOTInductor could not compile the model"
     if "build.compiler_suspect" in codes:
@@ -174,7 +204,7 @@ def run_minifier(
 
     remaining = max(1.0, timeout - dump.seconds)
     note(f"minifying with {os.path.relpath(launcher, out_dir)} (at most {remaining:.0f}s)")
-    argv = [sys.executable, launcher, "minify", *_minify_flags()]
+    argv = [sys.executable, *ISOLATION_FLAGS, launcher, "minify", *_minify_flags()]  # -P: its folder never shadows a module
     run = _proc.start(argv, log_path=os.path.join(out_dir, "minifier.log"), cwd=out_dir, env=env).wait(remaining)
     log = parse_minifier_log(_read(run.log_path))
     repro = os.path.join(out_dir, "repro.py")

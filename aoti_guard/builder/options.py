@@ -26,6 +26,8 @@ class BuildOptions:
     trace_dir: str | None = None
     allow_nonfinite: bool = False
     allow_partial_coverage: bool = False  # a dynamic range whose min or max has no golden sample only warns
+    # export's shape guards (h*w == 64) only warn; they are enforced at load and the samples satisfy them
+    allow_export_guards: bool = False
     golden_max_bytes: int = 16 * 1024 * 1024
     fp64_reference: bool = True
     atol: float | None = None
@@ -37,5 +39,6 @@ class BuildOptions:
     minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
     minify_timeout_s: float = 300.0
     sign_key: str | None = None  # an Ed25519 private key file: sign the package before it is written
-    cpu_isa: str | None = None  # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4" (builder/targets.py)
+    # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4"; None: targets.DEFAULT_CPU_ISA (builder/targets.py)
+    cpu_isa: str | None = None
     cuda_archs: tuple[str, ...] = ()  # compute capabilities the kernels must cover, e.g. ("80", "90")

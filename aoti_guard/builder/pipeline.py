@@ -14,18 +14,19 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
+from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain
 from aoti_guard.builder import minify as minify_mod
-from aoti_guard.builder import native_bounds, targets, toolchain
 from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
+from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.resolve import FactoryError, resolve_target
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
@@ -36,12 +37,13 @@ from runtime_probe import layout
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import Worker
 from runtime_probe.errors import GuardError, ToolError, UsageError
-from runtime_probe.findings import Finding, error, has_errors, warning
+from runtime_probe.findings import Finding, Severity, error, has_errors, warning
 from runtime_probe.formats import wrapper_cpp
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import Report
+from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
 
 __all__ = ["STEPS", "BuildOptions", "BuildState", "ProgressFn", "build", "check_options"]
 
@@ -55,8 +57,10 @@ def check_options(options: BuildOptions) -> None:
             f"output {options.output!r} does not end in .pt2", hint="torch's loader only opens files named *.pt2: use -o NAME.pt2"
         )
     folder = os.path.dirname(os.path.abspath(options.output))
-    if not os.path.isdir(folder):
-        raise UsageError(f"output folder {folder} does not exist", hint="create it first")
+    try:  # -o creates its folder, as --save-inputs does
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {folder}: {exc.strerror}", hint="choose another -o path") from None
     if not os.access(folder, os.W_OK):
         raise UsageError(f"output folder {folder} is not writable", hint="choose another -o path")
     dev = options.device
@@ -161,6 +165,7 @@ def build(
         UsageError: bad options or a TARGET that names nothing.
     """
     check_options(options)
+    build_paths(target, {**vars(options)}, reports=False).check()  # nothing it writes destroys TARGET or the key
     # Loaded before the slow work: a missing or wrong key is a usage error now, not after compiling.
     if signer is None and options.sign_key is not None:
         signer = load_private_key(options.sign_key)
@@ -171,27 +176,36 @@ def build(
     work = tempfile.mkdtemp(prefix=".aoti-guard-", dir=os.path.dirname(out_path))
     worker: Worker | None = None
     state: BuildState | None = None
-    try:
-        # Started first so that its torch import (and that of torch's package loader, which the
-        # validate phase's load needs) overlaps with export and compile.
-        # Its TMPDIR is inside the work folder: torch's loader extracts the package there, and a
-        # child that crashes (or the ladder's reruns) would otherwise leave the copies behind.
-        child_tmp = os.path.join(work, "child-tmp")
-        os.makedirs(child_tmp)
-        worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", "TMPDIR": child_tmp})
-        worker.submit("facts", preload=True)
-        state = BuildState(target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device})
-        run_steps(recorder, STEPS, state)
-        if options.minify:
-            worker.close()  # its memory is better spent on the minifier's compiles
-            _minify_phase(recorder, state)
-        return _report(recorder, state.extra, state.report_path or out_path)
-    finally:
-        if state is not None and state.twin_child is not None:
-            state.twin_child.kill()  # a build stopped before the twin phase (a failed compile, Ctrl-C)
-        if worker is not None:
-            worker.close()
-        shutil.rmtree(work, ignore_errors=True)
+    # SIGTERM/SIGHUP unwind through the finally below (a command line installs them for its lifetime)
+    with signals_raise():
+        try:
+            # Started first so that its torch import (and that of torch's package loader, which the
+            # validate phase's load needs) overlaps with export and compile.
+            # Its TMPDIR is inside the work folder: torch's loader extracts the package there, and a
+            # child that crashes (or the ladder's reruns) would otherwise leave the copies behind.
+            child_tmp = os.path.join(work, "child-tmp")
+            os.makedirs(child_tmp)
+            worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", "TMPDIR": child_tmp})
+            worker.submit("facts", preload=True)
+            state = BuildState(
+                target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device}
+            )
+            run_steps(recorder, resources.guarded(STEPS), state)  # a full disk or memory in any step: a finding
+            if options.minify or minify_mod.bisected_to_compiler(recorder.results):
+                # asked for, or the stage bisection found the compiler (Inductor or the package)
+                # departing first: then the minifier runs by itself, within AUTO_MINIFY_S
+                worker.close()  # its memory is better spent on the minifier's compiles
+                _minify_phase(recorder, state)
+            return _report(recorder, state.extra, state.report_path or out_path)
+        except Terminated as exc:  # the finally below kills every child and removes the staging folder
+            recorder.abort([terminated_finding(exc, recorder.running or "cli", "build")], f"skipped: the build was terminated ({exc.name})")
+            return _report(recorder, state.extra if state is not None else {}, out_path)
+        finally:
+            if state is not None and state.twin_child is not None:
+                state.twin_child.kill()  # a build stopped before the twin phase (a failed compile, Ctrl-C, a signal)
+            if worker is not None:
+                worker.close()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _minify_phase(recorder: Recorder, st: BuildState) -> None:
@@ -201,8 +215,15 @@ def _minify_phase(recorder: Recorder, st: BuildState) -> None:
         return
     recorder.start("minify")
     out_dir = minify_mod.minify_dir(st.options.output)
-    recorder.note(f"{reason}: running the AOTI minifier in {out_dir} (at most {st.options.minify_timeout_s:.0f}s)")
-    findings, detail = minify_mod.run_minifier(st.ep, st.configs, st.work, out_dir, st.options.minify_timeout_s, recorder.note)
+    budget = st.options.minify_timeout_s if st.options.minify else min(st.options.minify_timeout_s, minify_mod.AUTO_MINIFY_S)
+    if not st.options.minify:  # not checked before the build: a folder we may not empty is a warning now, not a usage error
+        try:
+            minify_mod.check_minify_dir(out_dir)
+        except UsageError as exc:
+            recorder.end([warning("build.minifier_failed", "minify", exc.message, hint=exc.hint)], {"dir": out_dir})
+            return
+    recorder.note(f"{reason}: running the AOTI minifier in {out_dir} (at most {budget:.0f}s)")
+    findings, detail = minify_mod.run_minifier(st.ep, st.configs, st.work, out_dir, budget, recorder.note)
     st.extra["minify"] = detail
     recorder.end(findings, detail)
 
@@ -246,6 +267,10 @@ class BuildState:
     twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
     outcome: validate.Validation | None = None
     report_path: str = ""
+    export_guards_failed: bool = False  # an export guard not accepted (build.export_specialized): the package is rejected
+    cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
+    example_outputs: Any = None  # eager's outputs on the example, from the export step
+    graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
 
 
 def resolve_step(st: BuildState) -> StepResult:
@@ -285,15 +310,33 @@ def export_step(st: BuildState) -> StepResult:
     assert spec is not None  # resolve_step ran
     st.eager_fn = spec.model.module() if st.is_program else spec.model
     example_out = eager_run(st.eager_fn, spec)
-    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic)
+    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, from_flags=bool(st.options.dynamic))
     args, kwargs = st.ep.example_inputs if st.is_program else (tuple(spec.args), dict(spec.kwargs))
     st.contract = contract_mod.extract_contract(
         st.ep, args, kwargs, model=None if st.is_program else spec.model, dynamic_shapes=st.dynamic, eager_outputs=example_out
     )
-    return [], {
+    # export's shape guards (export_guards.py): recorded in the contract; an error unless accepted,
+    # but the build goes on, so that validation measures what the bare package does
+    guards = export_guards.read_guards(
+        st.ep,
+        st.contract,
+        args,
+        kwargs,
+        declared=None if st.is_program else contract_mod.declared_dim_names(spec.model, args, kwargs, st.dynamic),
+        accept=st.options.allow_export_guards,
+        seed=st.options.seed,
+    )
+    if guards.guards:
+        st.contract = replace(st.contract, guards=guards.guards)
+    st.export_guards_failed = guards.failed
+    st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
+    st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
+    training = not st.is_program and bool(getattr(spec.model, "training", False))
+    return [*determinism.findings(st.graph_state, root_training=training), *guards.findings], {
         "inputs": [i.name for i in st.contract.inputs],
         "outputs": [o.name for o in st.contract.outputs],
         "symbols": {s.name: [s.min, s.max] for s in st.contract.symbols},
+        **guards.detail,
     }
 
 
@@ -301,8 +344,10 @@ def compile_step(st: BuildState) -> StepResult:
     """AOT-compile the release model into a package of its own (the manifest comes later)."""
     assert st.contract is not None and st.spec is not None
     min_below_two = any(s.min < 2 for s in st.contract.symbols)
+    if st.options.device.startswith("cpu"):
+        st.cpu_isa = targets.default_cpu_isa(st.options.cpu_isa, compile_mod.has_config)
     st.configs = compile_mod.release_configs(
-        _target_configs(st.options), _metadata(st.contract, st.options.device), min_below_two=min_below_two
+        _target_configs(st.options, st.cpu_isa), _metadata(st.contract, st.options.device), min_below_two=min_below_two
     )
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
@@ -315,6 +360,10 @@ def compile_step(st: BuildState) -> StepResult:
         files = compile_mod.compile_files(st.ep, st.configs)
         package_mod.package_release(st.release_pt2, files)
     except compile_mod.CompileError as exc:
+        exhausted = resources.from_exception(exc)
+        if exhausted is not None:  # the machine's doing, not the compiler's
+            finding = resources.finding(exhausted, "compile", f"compiling {st.spec.label}", evidence={"lines": exc.lines})
+            raise StepFailed([finding], exhausted.what) from exc
         finding = error(
             "build.compile_failed",
             "compile",
@@ -338,12 +387,13 @@ def _narrow_to_native_checks(st: BuildState) -> list[Finding]:
     return findings
 
 
-def _target_configs(options: BuildOptions) -> dict[str, Any]:
-    """The user's Inductor configs over those --cpu-isa and --cuda-arch need (the user's win)."""
+def _target_configs(options: BuildOptions, cpu_isa: str | None) -> dict[str, Any]:
+    """The user's Inductor configs over those the CPU level (``cpu_isa``: --cpu-isa or its
+    default) and --cuda-arch need (the user's win)."""
     extra: dict[str, Any] = {}
     try:
-        if options.cpu_isa is not None and options.device.startswith("cpu"):
-            extra.update(targets.cpu_isa_configs(options.cpu_isa, compile_mod.has_config))
+        if cpu_isa is not None and options.device.startswith("cpu"):
+            extra.update(targets.cpu_isa_configs(cpu_isa, compile_mod.has_config))
     except ValueError as exc:
         hint = "docs/probe.md (Build targets) says which torch versions have the lever"
         raise StepFailed([error("build.compile_failed", "compile", str(exc), hint=hint)], "no lever") from None
@@ -364,7 +414,8 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
             if so is None:
                 return [], {}
             path = zf.extract(so, os.path.join(st.work, "isa-check"))
-            findings, detail = targets.check_cpu_isa(st.options.cpu_isa, path, st.configs)
+            findings, detail = targets.check_cpu_isa(st.cpu_isa, path, st.configs)
+            detail["cpu_isa_given"] = st.options.cpu_isa is not None
             return findings, {"target": detail}
         if not st.options.cuda_archs:
             return [], {}
@@ -425,6 +476,11 @@ def twin_step(st: BuildState) -> StepResult:
 
 
 def _twin_failed(lines: list[str], hint: str | None, evidence: dict[str, Any]) -> Finding:
+    exhausted = resources.from_text("\n".join(lines))
+    if exhausted is not None:  # the release package is still valid: a warning, as for any twin failure
+        return resources.finding(
+            exhausted, "debug_twin", "compiling the debug twin", severity=Severity.WARNING, evidence={"lines": lines, **evidence}
+        )
     return warning(
         "build.twin_failed",
         "debug_twin",
@@ -438,7 +494,18 @@ def validate_step(st: BuildState) -> StepResult:
     """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
     assert st.contract is not None
     st.outcome = validate.run_validation(
-        st.ep, st.eager_fn, st.contract, st.configs, st.options, st.note, st.work, st.worker, st.release_pt2, st.twin_pt2
+        st.ep,
+        st.eager_fn,
+        st.contract,
+        st.configs,
+        st.options,
+        st.note,
+        st.work,
+        st.worker,
+        st.release_pt2,
+        st.twin_pt2,
+        example_outputs=st.example_outputs,
+        graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
     )
     detail: dict[str, Any] = {
         "samples": [g.id for g in st.outcome.index],
@@ -446,7 +513,12 @@ def validate_step(st: BuildState) -> StepResult:
         "timings": st.outcome.timings,
         "twin": st.outcome.twin_info,
         "table": st.outcome.table,
+        "margins": st.outcome.margins,
     }
+    if st.outcome.eager_repeat is not None:
+        detail["eager_repeat"] = st.outcome.eager_repeat
+    if st.outcome.stages is not None:
+        detail["stages"] = st.outcome.stages
     if st.outcome.reference is not None:
         detail["reference"] = st.outcome.reference
     return st.outcome.findings, detail
@@ -455,7 +527,7 @@ def validate_step(st: BuildState) -> StepResult:
 def package_step(st: BuildState) -> StepResult:
     """Append golden samples, twin and manifest (signed on request); a rejected build is kept aside."""
     assert st.contract is not None and st.outcome is not None
-    failed = has_errors(st.outcome.findings)
+    failed = has_errors(st.outcome.findings) or st.export_guards_failed
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
     try:
         manifest, signed = assemble(st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer)
@@ -463,13 +535,18 @@ def package_step(st: BuildState) -> StepResult:
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
         raise StepFailed([error("build.sign_failed", "package", f"signing the package failed: {exc.message}", hint=hint)], "") from exc
     except (OSError, RuntimeError, ValueError) as exc:
-        finding = error(
-            "build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions"
+        exhausted = resources.from_exception(exc)
+        finding = (
+            resources.finding(exhausted, "package", "writing the package")
+            if exhausted is not None
+            else error(
+                "build.package_failed", "package", f"writing the package failed: {exc}", hint="check free disk space and permissions"
+            )
         )
         raise StepFailed([finding], "") from exc
     if signed is not None:
         st.extra["signature"] = {"key_id": signed.key_id, "manifest_sha256": signed.manifest_sha256}
-    final = os.path.splitext(st.out_path)[0] + ".rejected.pt2" if failed else st.out_path
+    final = rejected_path(st.out_path) if failed else st.out_path
     os.replace(st.release_pt2, final)
     st.extra.update(written=not failed, output=final, manifest_summary=summary(manifest))
     st.report_path = final
@@ -479,8 +556,9 @@ def package_step(st: BuildState) -> StepResult:
             warning(
                 "build.package_failed",
                 "package",
-                f"validation failed: the package was kept as {final} for inspection, not written to {st.out_path}",
-                hint="do not ship it; see the validate phase",
+                f"{'validation failed' if has_errors(st.outcome.findings) else 'an export guard was not accepted'}: "
+                f"the package was kept as {final} for inspection, not written to {st.out_path}",
+                hint="do not ship it; see the validate phase" if has_errors(st.outcome.findings) else "see build.export_specialized",
             )
         )
     return notes, {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}

@@ -29,11 +29,13 @@ from runtime_probe.package.manifest import Target
 
 __all__ = [
     "CPU_ISA_LEVELS",
+    "DEFAULT_CPU_ISA",
     "avx512_instructions",
     "check_cpu_isa",
     "check_cuda_archs",
     "cpu_isa_configs",
     "cuda_arch_configs",
+    "default_cpu_isa",
     "parse_cuda_archs",
 ]
 
@@ -52,6 +54,22 @@ _AVX512 = re.compile(
     r"%zmm\d|%k[0-7]\b|\{%k[1-7]\}|%[xy]mm(1[6-9]|2\d|3[01])\b|\b(vpternlog|vpermt2|vpermi2|vrndscale|vscalef|vfpclass|vpcompress|vpexpand|kmov)"
 )
 _AMX = re.compile(r"\b(tdp\w+|tileloadd\w*|tilestored|ldtilecfg|tilezero)\b")
+
+
+# The level a CPU build targets when --cpu-isa is not given: portable to every x86 server of the
+# last decade (AVX2), where -march=native on an AVX-512 build host made every default build warn
+# build.isa_beyond_baseline (and fail --strict). Chosen by measurement: on Inductor's generated
+# code x86-64-v3 ran as fast as native on an AVX-512/AMX Xeon (bench/cpu_isa_cost.py,
+# docs/benchmarks.md); --cpu-isa native or x86-64-v4 is the declared choice of a faster target.
+DEFAULT_CPU_ISA = "x86-64-v3"
+
+
+def default_cpu_isa(requested: str | None, has_config: Any) -> str | None:
+    """``--cpu-isa`` as given; when not given, DEFAULT_CPU_ISA where this torch has its levers,
+    else None (native: torch 2.11 hard-codes -march=native and has no cpp.march)."""
+    if requested is not None:
+        return requested
+    return DEFAULT_CPU_ISA if all(has_config(k) for k in CPU_ISA_LEVELS[DEFAULT_CPU_ISA]) else None
 
 
 def cpu_isa_configs(level: str, has_config: Any) -> dict[str, Any]:
@@ -161,7 +179,8 @@ def check_cpu_isa(level: str | None, so_path: str, configs: Mapping[str, Any]) -
         f"the package's .so uses {used}: it dies with SIGILL on any CPU without them (x86-64-v3 hosts, older or AMD CPUs)",
         expected="x86-64-v3 (AVX2) code, which every x86 server of the last decade runs",
         found=used,
-        hint="build with --cpu-isa x86-64-v3 for a portable package (bench/cpu_isa_cost.py measures the speed it costs)",
+        hint="build with --cpu-isa x86-64-v3 for a portable package, or --cpu-isa x86-64-v4 when every serving host has "
+        "AVX-512; to see what AVX-512 buys, time both builds on a serving host with probe --iterations",
         evidence=detail,
     )
     return [finding], detail

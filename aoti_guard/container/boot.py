@@ -3,7 +3,7 @@
 ``aoti_guard.container.probe`` runs this file's text as ``<python> -c TEXT OUT_DIR SOURCE PROBE_PARENT
 -- PROBE_ARGS...`` (the image's own interpreter, whatever its version). It writes what it found
 to ``OUT_DIR/facts.json`` and, when the image can run the probe, replaces itself with
-``python -m runtime_probe PROBE_ARGS`` (which writes ``OUT_DIR/report.json``).
+``python -P -m runtime_probe PROBE_ARGS`` (which writes ``OUT_DIR/report.json``).
 
 SOURCE says which runtime_probe to run: ``image`` (the image's own, e.g. the pre-flight image's),
 ``local`` (the copy mounted read-only at PROBE_PARENT/runtime_probe), ``auto`` (the image's own
@@ -61,8 +61,11 @@ def main(argv: "list[str]") -> int:
     facts["torch"] = _origin("torch")
     own = _origin("runtime_probe")
     env = dict(os.environ)
-    if source == "local" or (source == "auto" and own is None):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (probe_parent, env.get("PYTHONPATH", "")) if p)
+    first = [probe_parent] if source == "local" or (source == "auto" and own is None) else []
+    # absolute entries only: an empty or relative one would put the working directory back
+    # (runtime_probe/child/isolation.py, which this file may not import)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [*first, *env.get("PYTHONPATH", "").split(os.pathsep)] if os.path.isabs(p))
+    if first:
         facts["probe_source"] = "injected"
         facts["probe_path"] = os.path.join(probe_parent, "runtime_probe")
         facts["image_probe_path"] = own
@@ -79,7 +82,8 @@ def main(argv: "list[str]") -> int:
     if facts["status"] != "probing":
         return 0
     sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "runtime_probe", *probe_args], env)
+    # -P: the image's working directory never shadows runtime_probe or torch (Python 3.11+, checked above)
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "runtime_probe", *probe_args], env)
     return 0  # not reached
 
 

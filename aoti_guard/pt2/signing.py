@@ -157,14 +157,14 @@ def load_private_key(path: str | os.PathLike[str]) -> SigningKey:
     """Read an Ed25519 private key (PEM). Raises UsageError saying what is wrong with the file."""
     serialization, ed25519 = _crypto()
     fspath = os.fspath(path)
-    data, mode = read_key_file(fspath, _MAX_KEY_BYTES, "key", missing_hint="create one with: aoti-guard keygen KEY")
+    data, mode = read_key_file(fspath, _MAX_KEY_BYTES, "key", missing_hint="create one with: aoti-guard keygen --key KEY")
     if b"PRIVATE KEY-----" not in data:
         if b"PUBLIC KEY-----" in data:
             raise UsageError(
                 f"{fspath} is a public key; signing needs the private key",
                 hint=f"pass the file keygen wrote without .pub ({fspath.removesuffix('.pub')})",
             )
-        raise UsageError(f"{fspath} is not a PEM private key", hint="create one with: aoti-guard keygen KEY")
+        raise UsageError(f"{fspath} is not a PEM private key", hint="create one with: aoti-guard keygen --key KEY")
     passphrase = os.environ.get(PASSPHRASE_ENV)
     try:
         key = serialization.load_pem_private_key(data, password=passphrase.encode() if passphrase else None)
@@ -179,7 +179,7 @@ def load_private_key(path: str | os.PathLike[str]) -> SigningKey:
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise UsageError(
             f"{fspath} is a {type(key).__name__.removesuffix('PrivateKey') or 'non-Ed25519'} key",
-            hint="aoti-guard signs with Ed25519 keys: aoti-guard keygen KEY",
+            hint="aoti-guard signs with Ed25519 keys: aoti-guard keygen --key KEY",
         )
     warnings: tuple[str, ...] = ()
     if stat.S_IMODE(mode) & 0o077:

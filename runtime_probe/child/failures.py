@@ -19,7 +19,7 @@ from runtime_probe.findings import Finding, error
 from runtime_probe.ladder.readers import cuda_error, input_check
 from runtime_probe.package.manifest import Manifest
 
-__all__ = ["Reporter", "failure_finding", "no_weights"]
+__all__ = ["Reporter", "failure_finding", "no_weights", "torch_import_finding"]
 
 
 @dataclass(frozen=True)
@@ -186,3 +186,26 @@ def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> 
     native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
     detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
     return error(f"{stage}.error", rep.phase, f"{what} raised: {detail[:500]}", hint=hint, evidence=evidence)
+
+
+def torch_import_finding(exc: ChildFailure, phase: str) -> Finding:
+    """The finding for a child that failed its first request (import torch, read the host's
+    facts), before the package was opened: the environment's doing, never the package's."""
+    if isinstance(exc, ChildTimeout):
+        how = f"did not answer within {exc.seconds:.0f}s (it was killed)"
+    elif isinstance(exc, ChildCrashed):
+        how = f"died ({exc.signal})" if exc.signal else f"exited with code {exc.returncode}"
+    else:
+        how = f"raised {exc}"
+    native = [line for line in exc.evidence.get("native") or [] if line.strip()]
+    return error(
+        "env.torch_broken",
+        phase,
+        f"a fresh Python child {how} while importing torch, before the package was opened"
+        + (f"; last output: {native[-1][:300]}" if native else ""),
+        expected="import torch succeeds in a fresh interpreter",
+        found=exc.signal if isinstance(exc, ChildCrashed) and exc.signal else how,
+        hint="check this environment's torch outside the probe (python -P -c 'import torch'), and any sitecustomize "
+        "or PYTHONPATH entry that runs at start-up; then rerun",
+        evidence={"stderr_tail": exc.stderr[-6000:], "stdout_tail": exc.stdout[-3000:], **exc.evidence},
+    )

@@ -1,6 +1,6 @@
 """The child side of child.Worker: read JSON requests, run them, answer with JSON.
 
-Started as ``python -X faulthandler -m runtime_probe.child.main CMD_FD RESULT_FD``. Imports only the
+Started as ``python -P -X faulthandler -m runtime_probe.child.main CMD_FD RESULT_FD``. Imports only the
 standard library until a request needs torch, so the parent can start it early and let the torch
 import overlap with other work.
 """

@@ -56,8 +56,11 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
     started = time.monotonic()
     try:
         import torch
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no usable torch"
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure means "no usable torch"
+        # SystemExit too: a torch that calls sys.exit() while importing is no usable torch either,
+        # and the child must live on to say so (the parent reports env.torch_missing)
         facts["torch_error"] = f"{type(exc).__name__}: {exc}"
+        facts["torch_origin"] = _module_origin("torch")
         return facts
     facts["torch_import_seconds"] = round(time.monotonic() - started, 3)
     facts["torch"] = torch.__version__
@@ -98,6 +101,17 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
         except Exception:  # noqa: BLE001 - a warm-up only: load imports it again and reports
             pass
     return facts
+
+
+def _module_origin(name: str) -> str | None:
+    """Where ``name`` would be imported from (without importing it), for a failed import."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    return None if spec is None else spec.origin
 
 
 def _driver_facts() -> dict[str, Any]:
@@ -198,22 +212,31 @@ def op_run(
     contract_from: str | None = None,
     iterations: int = 1,
     save_inputs_path: str | None = None,
+    warmup: int = 0,
+    duration_s: float | None = None,
+    resize: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """Run one sample through a loaded model and compare with the references it stores.
 
     ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
     ``contract_from`` (the package path) checks them against its contract first, by name.
-    ``iterations`` > 1: after the judged run, time that many more (``latency_ms``: p50, p99).
+    ``iterations`` > 1 or ``duration_s``: after the judged run and ``warmup`` untimed calls, time
+    at least ``iterations`` calls and at least ``duration_s`` seconds (``latency_ms``: latency.py).
     ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
     (an inputs file is what ``--inputs`` takes back).
+    ``resize``: input name -> sizes (``probe --shapes``): the sample's values resampled to them, as
+    the build generates golden samples (a fixed seed).
     """
     import torch
 
     tensors = _tensors(state, golden_path)
     leaves: list[Any] = []
+    gen = torch.Generator().manual_seed(0)
     for spec in inputs:
         if spec["kind"] == "tensor":
             t = tensors[sample["inputs"][spec["name"]]]
+            if resize is not None and spec["name"] in resize:
+                t = _resample(t, resize[spec["name"]], gen)
             leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
@@ -254,8 +277,8 @@ def op_run(
             saved[name] = value.detach().to("cpu")
     if save_path is not None:
         _safetensors.dump(saved, save_path)
-    if iterations > 1:
-        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations)
+    if iterations > 1 or duration_s:
+        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations, warmup, duration_s)
     return report
 
 
@@ -310,31 +333,30 @@ def _contract_error(package: str, device: str, leaves: list[Any], spec: Any, in_
     return None
 
 
-def _latency(call: Any, device: str, iterations: int) -> dict[str, Any]:
-    """Per-call wall time over ``iterations`` calls (after the judged run warmed up), as trtexec
-    reports it: each call ends with a device synchronize, so the time is the whole call's."""
+def _latency(call: Any, device: str, iterations: int, warmup: int = 0, duration_s: float | None = None) -> dict[str, Any]:
+    """Per-call wall time, as trtexec reports it: ``warmup`` untimed calls first (after the judged
+    run), then calls until there are ``iterations`` of them and ``duration_s`` seconds have passed;
+    each call ends with a device synchronize, so the time is the whole call's."""
     import torch
 
-    times: list[float] = []
-    for _ in range(iterations):
-        started = time.perf_counter()
-        call()
+    from runtime_probe.latency import summarize
+
+    def sync() -> None:
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        call()
+    sync()
+    times: list[float] = []
+    begun = time.perf_counter()
+    until = begun + (duration_s or 0.0)
+    while len(times) < iterations or time.perf_counter() < until:
+        started = time.perf_counter()
+        call()
+        sync()
         times.append((time.perf_counter() - started) * 1000.0)
-    ordered = sorted(times)
-
-    def pct(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))], 4)
-
-    return {
-        "n": len(times),
-        "p50": pct(0.50),
-        "p99": pct(0.99),
-        "min": round(ordered[0], 4),
-        "max": round(ordered[-1], 4),
-        "mean": round(sum(times) / len(times), 4),
-    }
+    return summarize(times, time.perf_counter() - begun, warmup=warmup)
 
 
 def _checker(package: str, device: str) -> Any:
@@ -352,6 +374,20 @@ def _checker(package: str, device: str) -> Any:
     with archive:
         manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
     return InputChecker(manifest, torch.device(device))
+
+
+def _resample(example: Any, shape: list[int], gen: Any) -> Any:
+    """A contiguous tensor of ``shape`` whose values are drawn from ``example``'s (the build's
+    golden samples are made the same way: aoti_guard/builder/validate/golden.py)."""
+    import torch
+
+    flat = example.detach().reshape(-1)
+    numel = 1
+    for n in shape:
+        numel *= n
+    if flat.numel() == 0 or numel == 0:
+        return torch.zeros(shape, dtype=example.dtype)
+    return flat[torch.randint(flat.numel(), (numel,), generator=gen)].reshape(shape).clone()
 
 
 def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:

@@ -1,7 +1,8 @@
 """Run what can crash the interpreter in a fresh child interpreter, and talk to it.
 
-The child (``python -X faulthandler -m runtime_probe.child.main``) is started with spawn semantics
-(a new interpreter, never a fork of one that may have initialised CUDA). Its stdout and stderr are
+The child (``python -P -X faulthandler -m runtime_probe.child.main``: the working directory never
+shadows a module, see child/isolation.py) is started with spawn semantics (a new interpreter,
+never a fork of one that may have initialised CUDA). Its stdout and stderr are
 pipes drained into bounded buffers: AOTI prints the real reason of many failures to file
 descriptor 2, and a package that prints megabytes must not exhaust our memory. Requests and
 replies travel as JSON lines over two extra pipes, so the captured output stays untouched.
@@ -21,7 +22,6 @@ import select
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import threading
 import time
@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BoundedCapture", "ChildCrashed", "ChildFailure", "ChildRaised", "ChildTimeout", "Worker", "signal_name"]
+from runtime_probe.child.isolation import child_environment, python_argv
 
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+__all__ = ["BoundedCapture", "ChildCrashed", "ChildFailure", "ChildRaised", "ChildTimeout", "Worker", "kill_session", "signal_name"]
 
 
 class BoundedCapture:
@@ -77,19 +77,45 @@ class BoundedCapture:
         return data.decode("utf-8", "replace")
 
 
-def child_environment(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
-    """This process's environment with ``env`` applied (None unsets a variable), unbuffered, and
-    with this very checkout first on PYTHONPATH, so a child imports the same runtime_probe and
-    aoti_guard also when they run from a source tree."""
-    child_env = dict(os.environ)
-    for key, value in (env or {}).items():
-        if value is None:
-            child_env.pop(key, None)
-        else:
-            child_env[key] = value
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, child_env.get("PYTHONPATH", "")) if p)
-    child_env["PYTHONUNBUFFERED"] = "1"
-    return child_env
+def session_members(sid: int) -> list[int]:
+    """The processes of session ``sid`` (Linux /proc; empty elsewhere)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 3 and int(fields[3]) == sid and int(name) != os.getpid():
+            found.append(int(name))
+    return found
+
+
+def kill_session(leader: int) -> None:
+    """SIGKILL everything a child started with ``start_new_session=True`` left running: its process
+    group, and the other groups of its session. A debugger puts the program it runs in a process
+    group of its own (gdb does), so killing the debugger's group leaves that program and its own
+    children running; they stay in the session, so the session is what is killed."""
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(5):  # a process may fork while the list is read: read it again until empty
+        members = session_members(leader)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -222,7 +248,7 @@ class Worker:
         cmd_r, self._cmd_w = os.pipe()
         self._res_r, res_w = os.pipe()
         # ``prefix`` runs the child under another program: a debugger or compute-sanitizer.
-        self.argv = [*prefix, python or sys.executable, "-X", "faulthandler", "-m", "runtime_probe.child.main", str(cmd_r), str(res_w)]
+        self.argv = [*prefix, *python_argv("runtime_probe.child.main", str(cmd_r), str(res_w), python=python)]
         # Under a debugger or compute-sanitizer the child exits the ordinary way (the tool may
         # report at teardown); otherwise it skips the interpreter's slow module teardown.
         self._fast_exit = not prefix
@@ -338,6 +364,7 @@ class Worker:
                 self._join_readers()
                 raise ChildTimeout(op, self.stdout.since(out_mark), self.stderr.since(err_mark), seconds, None)
             self.proc.wait()
+            kill_session(self.proc.pid)  # what it left running (a debugger's program, its children) holds the pipes
             self._join_readers()
             self.closed = True
             stderr = self.stderr.since(err_mark)
@@ -376,11 +403,8 @@ class Worker:
             t.join(timeout=5)
 
     def kill(self) -> None:
-        """Kill the child's whole process group (its own children too)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Kill the child's whole session (its own children too, also those a debugger runs)."""
+        kill_session(self.proc.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -400,11 +424,8 @@ class Worker:
         if self.proc.poll() is None:
             self.kill()
         else:
-            # Grandchildren the child left behind die with the group.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            # Grandchildren the child left behind die with its session.
+            kill_session(self.proc.pid)
         self.closed = True
         self._join_readers()
         for fd in (self._cmd_w, self._res_r):

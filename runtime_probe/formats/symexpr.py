@@ -3,6 +3,11 @@
 The manifest stores sizes and strides as sympy-printed strings. Here they are parsed with ``ast``
 into small closures: no ``eval``, only integer arithmetic and the few functions sympy prints for
 sizes. An expression outside that grammar is reported as unsupported, never executed.
+
+Conditions (``h*w == 64``, ``s0 != 1 and s0 % 8 == 0``: torch.export's shape guards, translated
+into the contract's symbols) are compiled by ``compile_condition``: comparisons (``==``, ``!=``,
+``<``, ``<=``, ``>``, ``>=``, chained as in Python) between sizes, joined by ``and`` / ``or`` /
+``not``. A size expression stays arithmetic only: ``compile_expr`` refuses a comparison.
 """
 
 from __future__ import annotations
@@ -12,13 +17,15 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
-__all__ = ["ExprError", "compile_expr", "free_symbols", "is_symbol", "solve_for"]
+__all__ = ["ExprError", "compile_condition", "compile_expr", "free_symbols", "is_symbol", "solve_for"]
 
 Env = Mapping[str, int]
 Fn = Callable[[Env], int]
+Cond = Callable[[Env], bool]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_LEN = 2000
+_MAX_POWER = 8
 
 
 class ExprError(ValueError):
@@ -107,6 +114,13 @@ def _compile(node: ast.expr, depth: int) -> Fn:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _compile(node.operand, depth + 1)
         return lambda env: -inner(env)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        # sympy prints a square image's strides as 768*h16**2: a small constant exponent only
+        power = node.right
+        if not (isinstance(power, ast.Constant) and type(power.value) is int and 0 <= power.value <= _MAX_POWER):
+            raise ExprError(f"unsupported exponent {ast.dump(power)[:40]} (a constant 0..{_MAX_POWER} only)")
+        base, n = _compile(node.left, depth + 1), power.value
+        return lambda env: int(base(env)) ** n
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         op = _BINOPS[type(node.op)]
         left, right = _compile(node.left, depth + 1), _compile(node.right, depth + 1)
@@ -116,6 +130,56 @@ def _compile(node: ast.expr, depth: int) -> Fn:
         args = [_compile(a, depth + 1) for a in node.args]
         return lambda env: fn(*(a(env) for a in args))
     raise ExprError(f"unsupported size expression element {ast.dump(node)[:80]}")
+
+
+_COMPARE: dict[type, Callable[[int, int], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+
+
+def compile_condition(expr: str) -> Cond:
+    """Compile a condition over sizes into ``fn(env) -> bool``: comparisons of size expressions
+    joined by ``and``/``or``/``not`` (and the literals ``True``/``False``). Raises ExprError for
+    anything outside that grammar, never evaluates it."""
+    if not isinstance(expr, str):
+        raise ExprError(f"a condition must be a string, not {type(expr).__name__}")
+    return _compile_bool(_parse(expr), 0)
+
+
+def _compile_bool(node: ast.expr, depth: int) -> Cond:
+    if depth > 50:
+        raise ExprError("condition nested too deeply")
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        flag = node.value
+        return lambda env: flag
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _compile_bool(node.operand, depth + 1)
+        return lambda env: not inner(env)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, (ast.And, ast.Or)):
+        parts = [_compile_bool(v, depth + 1) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return lambda env: all(p(env) for p in parts)
+        return lambda env: any(p(env) for p in parts)
+    if isinstance(node, ast.Compare) and node.ops and all(type(op) in _COMPARE for op in node.ops):
+        terms = [_compile(node.left, depth + 1)] + [_compile(c, depth + 1) for c in node.comparators]
+        ops = [_COMPARE[type(op)] for op in node.ops]
+
+        def compare(env: Env) -> bool:
+            left = terms[0](env)
+            for op, term in zip(ops, terms[1:]):
+                right = term(env)
+                if not op(left, right):
+                    return False
+                left = right
+            return True
+
+        return compare
+    raise ExprError(f"unsupported condition element {ast.dump(node)[:80]}")
 
 
 def solve_for(expr: str, name: str, size: int, known: Env, lo: int = 0, hi: int | None = None, *, search: bool = True) -> int | None:

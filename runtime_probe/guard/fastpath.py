@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.guard.shape_guards import fast_guard_lines
 from runtime_probe.package.manifest import Dim, InputSpec, Manifest, TensorSpec
 
 __all__ = ["FastCheck", "compile_fast", "compile_fast_flat"]
@@ -93,8 +94,12 @@ def _generate(manifest: Manifest, device: Any, torch: Any) -> _Generated | None:
                 body.append(f"if type({name}) is not type({_PREFIX}V{j}) or {name} != {_PREFIX}V{j}: return None")
                 continue
             env[f"{_PREFIX}D{j}"] = getattr(torch, spec.tensor.dtype)
-            body += _tensor_lines(name, j, spec.tensor, device, symbols)
+            body += _tensor_lines(name, j, spec.tensor, device, symbols, int(env[f"{_PREFIX}D{j}"].itemsize))
             tensors.append(name)
+        guards = fast_guard_lines(manifest.io, symbols, env, _PREFIX)  # export's shape guards (shape_guards.py)
+        if guards is None:
+            raise _Unsupported("guards")
+        body += guards
     except _Unsupported:
         return None
     positional = [p.name for p in params if p.passed == "positional"]
@@ -102,7 +107,7 @@ def _generate(manifest: Manifest, device: Any, torch: Any) -> _Generated | None:
     return _Generated(positional, keyword_only, tensors, body, env)
 
 
-def _tensor_lines(name: str, j: int, t: TensorSpec, device: Any, symbols: dict[str, str]) -> list[str]:
+def _tensor_lines(name: str, j: int, t: TensorSpec, device: Any, symbols: dict[str, str], itemsize: int) -> list[str]:
     if not t.contiguous:
         raise _Unsupported(name)
     if device.type == "cpu":
@@ -134,4 +139,9 @@ def _tensor_lines(name: str, j: int, t: TensorSpec, device: Any, symbols: dict[s
         else:
             raise _Unsupported(name)  # a derived size (2*batch): the diagnosing path checks it
     lines.append(f"if not {name}.is_contiguous(): return None")
+    # the view fits its memory (rules._storage_rule): a storage resized or shrunk under it, a zero
+    # tensor or a functionalize wrapper (no data) return None; vmap/grad wrappers raise here
+    lines.append(
+        f"if not {name}.data_ptr() or {name}.storage_offset() * {itemsize} + {name}.nbytes > {name}.untyped_storage().nbytes(): return None"
+    )
     return lines

@@ -19,6 +19,7 @@ from runtime_probe.errors import InputContractError
 from runtime_probe.guard.env import Env as _Env
 from runtime_probe.guard.fastpath import compile_fast
 from runtime_probe.guard.rules import Check, compile_leaf
+from runtime_probe.guard.shape_guards import compile_guards
 from runtime_probe.guard.values import value_check, with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
 
@@ -68,6 +69,8 @@ class InputChecker:
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
         self._checks = {spec.name: compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
+        # export's shape guards (shape_guards.py): after every symbol is bound, in both paths below
+        self._guards = compile_guards(manifest.io)
         if check_values:
             for spec in manifest.io.inputs:
                 if spec.tensor is not None and spec.tensor.value_range is not None:
@@ -166,6 +169,8 @@ class InputChecker:
             for leaf_check, value in zip(fast, args):
                 leaf_check(value, env)
             env.finish()
+            if self._guards is not None:
+                self._guards(env)
             return args, {}
         values = self._bind(args, kwargs)
         env = _Env()
@@ -175,6 +180,8 @@ class InputChecker:
             else:
                 values[name] = self._check_nested(name, value, env)
         env.finish()
+        if self._guards is not None:
+            self._guards(env)
         return tuple(values[n] for n in self._positional), {n: values[n] for n in self._keyword}
 
     def _check_nested(self, param: str, value: Any, env: _Env) -> Any:

@@ -19,16 +19,17 @@ import weakref
 from typing import Any
 
 from runtime_probe import layout
-from runtime_probe.errors import ConstantsContractError, PackageRejected, UsageError
+from runtime_probe.errors import ConstantsContractError, PackageRejected, ToolError, UsageError
 from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
 from runtime_probe.guard.rules import plain_tensor_types
+from runtime_probe.guard.values import DeviceValues, resolve_mode, value_check, value_ranges
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
-from runtime_probe.package.private_copy import private_copy
+from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.package.weights import constant_problems
@@ -45,7 +46,7 @@ def load(
     model: str = layout.RELEASE_MODEL,
     verify: bool = True,
     public_key: str | os.PathLike[str] | None = None,
-    check_values: bool = False,
+    check_values: bool | str | None = None,
 ) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
@@ -56,14 +57,23 @@ def load(
         verify: check every entry's SHA-256 against the manifest first (reads the whole file).
         public_key: an Ed25519 public key file (PEM, from ``aoti-guard keygen``): the package must
             carry a valid signature by it (checked before the manifest's hashes are believed).
-        check_values: also check integer inputs against the value range the build recorded
-            (``input.value_range``: an id past an embedding table). Off by default: reading the
-            values synchronises the GPU on every call.
+        check_values: check integer inputs against the value range the build recorded (an id
+            past an embedding table, which aborts the process on CPU and leaves the CUDA context
+            unusable on GPU). ``None`` (default): the device's default, ``values.DEFAULT_MODE``,
+            "sync" on CPU and CUDA: the values read before the call and ``input.value_range``
+            raised (on CUDA the read synchronises the device). ``True`` is "sync"; ``"device"``
+            clamps the ids on the device and returns a bad call's outputs as NaN, with no device
+            sync (``GuardedModel.raise_for_values()`` raises for it). ``False`` ("off") reads
+            nothing: an out-of-range id then reaches native code and can abort the process or
+            leave the CUDA context unusable.
 
     Raises:
         PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
             manifest (``.findings`` says which).
         UsageError: a bad device string, model name or public key file.
+        ToolError: this process cannot load it: ``.code`` is ``env.tmpdir_unusable`` (TMPDIR
+            missing, full or read-only: the package is copied and extracted there) or
+            ``env.torch_missing`` (torch cannot be imported).
     """
     # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
     from runtime_probe.trust.signature import load_public_key
@@ -75,14 +85,44 @@ def load(
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
         key = load_public_key(public_key)
     # The bytes verified are the bytes loaded: a private copy, removed once torch has extracted it.
-    private = tempfile.mkdtemp(prefix="runtime-probe-load-")
+    # TMPDIR as given: torch extracts the package there too, and does not fall back to /tmp
+    where = os.environ.get("TMPDIR") or None
     try:
-        return _load_verified(fspath, private_copy(fspath, private), device, model, verify, key, check_values)
+        private = tempfile.mkdtemp(prefix="runtime-probe-load-", dir=where)
+    except OSError as exc:
+        raise _tmpdir_error(exc, where or tempfile.gettempdir()) from None
+    try:
+        try:
+            copied = private_copy(fspath, private)
+        except OSError as exc:
+            raise _tmpdir_error(exc, private) from None
+        return _load_verified(fspath, copied, device, model, verify, key, check_values)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _load_verified(fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any, check_values: bool) -> GuardedModel:
+def _tmpdir_error(exc: OSError, folder: str) -> ToolError:
+    """``env.tmpdir_unusable`` as an exception: the probe's finding, said by the loader."""
+    finding = tmpdir_finding(exc, os.path.join(folder, "x"), "load", who="runtime_probe.load")
+    return ToolError(finding.message, hint=finding.hint, code=finding.code)
+
+
+def _import_torch(manifest: Manifest) -> None:
+    """torch, or a ToolError that says how to get it (``env.torch_missing``), not a traceback."""
+    try:
+        import torch  # noqa: F401 - imported here to turn its absence into an error with a hint
+    except ImportError as exc:
+        wanted = manifest.toolchain.torch
+        raise ToolError(
+            f"runtime_probe.load needs torch to load the package, and this Python cannot import it: {exc}",
+            hint=f"install torch {wanted} (the version the package was built with) in this environment" if wanted else "install torch",
+            code="env.torch_missing",
+        ) from None
+
+
+def _load_verified(
+    fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any, check_values: bool | str | None
+) -> GuardedModel:
     from runtime_probe.trust.check import check_archive
 
     archive, findings = open_archive(copy)
@@ -130,7 +170,13 @@ def _load_verified(fspath: str, copy: str, device: str | None, model: str, verif
             raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
     from runtime_probe.child.ops import make_loader
 
-    compiled = make_loader(load_path, model_name, index)
+    _import_torch(manifest)
+    try:
+        compiled = make_loader(load_path, model_name, index)
+    except RuntimeError as exc:
+        if "Error generating temporary directory" not in str(exc):
+            raise
+        raise _tmpdir_error(OSError(0, str(exc).splitlines()[0]), os.environ.get("TMPDIR") or tempfile.gettempdir()) from None
     constants_from = twin_constants_from(copy, manifest) if tmp is not None else None
     if constants_from is not None:  # a twin without weights: it must not be callable before it has them
         try:
@@ -168,8 +214,9 @@ class GuardedModel:
 
     Call it like the original model (positional or keyword arguments, by the names of forward()).
     ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
-    With ``check_values=True`` integer inputs are also checked against the value ranges in the
-    manifest (this reads the values: a GPU sync per call).
+    ``check_values`` (see ``load``; ``value_mode`` says which was chosen): integer inputs are also
+    checked against the value ranges in the manifest, by reading them ("sync") or on the device
+    ("device": ``raise_for_values()`` raises for the last call).
 
     ``flat_call``: the package's own call wrapper is not the model's (the debug twin's takes and
     returns flat leaves): the call structure is the manifest's, and every call runs on the flat
@@ -183,19 +230,26 @@ class GuardedModel:
         device_type: str,
         device_index: int | None,
         *,
-        check_values: bool = False,
+        check_values: bool | str | None = None,
         flat_call: bool = False,
     ) -> None:
         import torch
 
         self.compiled = compiled
         self.manifest = manifest
-        self.check_values = check_values
+        self.value_mode = resolve_mode(check_values, device_type, manifest)  # "sync" | "device" | "off"
+        self.check_values = self.value_mode != "off"
         self.flat_call = flat_call
         self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
-        self.checker = InputChecker(manifest, self.device, check_values=check_values)
+        self.checker = InputChecker(manifest, self.device, check_values=self.value_mode == "sync")
+        self._device_values = DeviceValues(manifest, torch) if self.value_mode == "device" else None
         spec = (manifest.io.in_spec, manifest.io.out_spec) if flat_call else _package_call_spec(compiled)
-        self._direct = None if check_values else _direct_call(compiled, manifest, self.device, torch, spec)
+        self._direct = _direct_call(compiled, manifest, self.device, torch, spec)
+        # the range-checked inputs' places in the direct path's flat list: read ("sync") or clamped ("device")
+        ranges = value_ranges(manifest) if self._direct is not None and self.value_mode != "off" else {}
+        ranged = [(i, n) for i, n in enumerate(self._direct.order if self._direct is not None else []) if n in ranges]
+        self._flat_ranged = ranged if self.value_mode == "device" else []
+        self._flat_values = [(i, value_check(n, ranges[n], torch)) for i, n in ranged] if self.value_mode == "sync" else []
         self._unflatten = _output_unflattener(manifest, spec)
         self._rebuild = self._unflatten if flat_call else _output_rebuilder(compiled, manifest, spec)
         self._leaf_order = list(dict.fromkeys(i.param for i in manifest.io.inputs))
@@ -212,7 +266,7 @@ class GuardedModel:
             self.manifest,
             self.device.type,
             self.device.index,
-            check_values=self.check_values,
+            check_values=self.value_mode,
             flat_call=self.flat_call,
         )
 
@@ -222,7 +276,7 @@ class GuardedModel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The hot path: the generated check returns the flat tensor list torch's runner takes, and
         # the call skips torch's own wrapper (which parses its pytree specs again on every call).
-        # A call it does not accept, or with value checks, goes through checker.check (diagnoses).
+        # A call it does not accept goes through checker.check (diagnoses).
         direct = self._direct
         if direct is not None:
             try:
@@ -230,8 +284,42 @@ class GuardedModel:
             except Exception:  # noqa: BLE001 - a hostile object or a binding error: check() says what
                 flat = None
             if flat is not None:
-                return direct.unflatten(direct.run(flat))
+                for i, check in self._flat_values:  # "sync": raises before native code runs
+                    check(flat[i])
+                dev = self._device_values
+                if dev is None:
+                    return direct.unflatten(direct.run(flat))
+                safe, ok = dev.clamp([(n, flat[i]) for i, n in self._flat_ranged])
+                for (i, _), t in zip(self._flat_ranged, safe):
+                    flat[i] = t
+                return direct.unflatten(dev.poison(direct.run(flat), ok))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
+        if self._device_values is not None:
+            return self._run_clamped(self._device_values, call_args, call_kwargs)
+        return self._run(call_args, call_kwargs)
+
+    def raise_for_values(self) -> None:
+        """With ``value_mode == "device"``: synchronise on this thread's last call and raise the
+        InputContractError (``input.value_range``) that "sync" would have raised before it, when it
+        had a value out of range (its outputs are NaN). A no-op in the other modes."""
+        if self._device_values is not None:
+            self._device_values.raise_for_last_call()
+
+    def _run_clamped(self, dev: DeviceValues, call_args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Any:
+        """The call with every range-checked argument (top-level: ``device_problem``) clamped, and its
+        outputs poisoned when one was out of range."""
+        positional = self.checker.positional_names
+        args, kwargs = list(call_args), dict(call_kwargs)
+        named = [(n, args[positional.index(n)] if n in positional else kwargs[n]) for n in dev.ranges]
+        safe, ok = dev.clamp(named)
+        for (n, _), t in zip(named, safe):
+            if n in positional:
+                args[positional.index(n)] = t
+            else:
+                kwargs[n] = t
+        return dev.poison_tree(self._run(tuple(args), kwargs), ok)
+
+    def _run(self, call_args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Any:
         by_name = any(isinstance(v, LeafInputs) for v in (*call_args, *call_kwargs.values()))
         if self._rebuild is not None or by_name:
             # a type torch cannot rebuild here, or an argument given by its leaf names: run flat
@@ -319,12 +407,13 @@ def _check_weight_kind(fqn: str, t: Any) -> None:
 
 
 class _Direct:
-    """The hot path of a flat signature: check -> flat tensor list -> runner -> outputs."""
+    """The hot path of a flat signature: check -> flat tensor list -> runner -> outputs.
+    ``order``: the parameter names of the flat list's tensors."""
 
-    __slots__ = ("check", "run", "unflatten")
+    __slots__ = ("check", "order", "run", "unflatten")
 
-    def __init__(self, check: Any, run: Any, unflatten: Any) -> None:
-        self.check, self.run, self.unflatten = check, run, unflatten
+    def __init__(self, check: Any, run: Any, unflatten: Any, order: list[str]) -> None:
+        self.check, self.run, self.unflatten, self.order = check, run, unflatten, order
 
 
 def _package_call_spec(compiled: Any) -> tuple[str, str] | None:
@@ -365,12 +454,13 @@ def _direct_call(compiled: Any, manifest: Manifest, device: Any, torch: Any, spe
     if len(_children(args_spec)) != len(positional) or sorted(keys) != sorted(p.name for p in params if p.passed == "keyword"):
         return None
     tensors = {i.param for i in manifest.io.inputs if i.kind == "tensor"}
-    check = compile_fast_flat(manifest, device, torch, [n for n in positional + keys if n in tensors])
+    order = [n for n in positional + keys if n in tensors]
+    check = compile_fast_flat(manifest, device, torch, order)
     if check is None:
         return None
     if out_spec.is_leaf():
-        return _Direct(check, loader.boxed_run, _first)
-    return _Direct(check, loader.boxed_run, lambda outputs: pytree.tree_unflatten(outputs, out_spec))
+        return _Direct(check, loader.boxed_run, _first, order)
+    return _Direct(check, loader.boxed_run, lambda outputs: pytree.tree_unflatten(outputs, out_spec), order)
 
 
 class NamedOutputs(dict):  # type: ignore[type-arg]

@@ -6,12 +6,16 @@ its dtype, its device), its rank and static sizes, its symbolic sizes and the re
 inputs that share a symbol, and its strides. Each rule raises InputContractError naming the
 argument, with expected and found; the order decides which violation is reported first, so it is
 part of the behaviour.
+
+Every rule is evaluated, or the call is refused: a rule over a symbol that no input has bound yet
+(the strides ``(1, 8*s)`` of a ``[8*s, 4]`` input) is deferred to ``Env.finish``, which binds the
+derived symbols first; one that cannot be evaluated even then refuses the call (``input.unchecked``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
@@ -40,6 +44,7 @@ def compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
     rules = [
         rule
         for rule in (
+            _storage_rule(spec.name, t, torch),
             _static_rule(spec.name, t),
             _symbolic_rule(spec.name, t),
             _derived_rule(spec.name, t),
@@ -176,6 +181,83 @@ def _refuse_flags(name: str, value: Any) -> None:
     )
 
 
+# -- memory: the view fits its storage ------------------------------------------------------------
+
+_FUNCTORCH = (
+    ("is_batchedtensor", "a BatchedTensor (inside torch.func.vmap)"),
+    ("is_gradtrackingtensor", "a GradTrackingTensor (inside torch.func.grad, jacrev, vjp...)"),
+    ("is_functionaltensor", "a FunctionalTensor (inside torch.func.functionalize)"),
+)
+
+
+def _storage_rule(name: str, t: TensorSpec, torch: Any) -> Rule:
+    """The compiled code reads ``storage_offset + sum((size - 1) * stride) + 1`` elements from the
+    tensor's data pointer, whatever its storage holds: a view whose storage was resized or shrunk
+    under it, a zero tensor (``torch._efficientzerotensor``, no memory) and a functorch wrapper
+    (vmap, grad, functionalize: the memory is the wrapped tensor's, of another shape) are refused
+    here. A tensor of no elements reads nothing."""
+    itemsize = int(getattr(torch, t.dtype).itemsize)  # the dtype rule ran first
+
+    def check_storage(value: Any, shape: Any, env: Env) -> None:
+        if value.numel() == 0:
+            return
+        try:
+            nbytes = int(value.untyped_storage().nbytes())
+            ptr = value.data_ptr()
+        except Exception:  # noqa: BLE001 - a wrapper without storage (vmap, grad) raises; say what it is
+            _refuse_storage(name, value, torch, None, 0)
+        extent = value.storage_offset() + sum((n - 1) * st for n, st in zip(shape, value.stride())) + 1
+        if not ptr or extent * itemsize > nbytes:
+            _refuse_storage(name, value, torch, nbytes, extent * itemsize)
+
+    return check_storage
+
+
+def _refuse_storage(name: str, value: Any, torch: Any, nbytes: int | None, needs: int) -> NoReturn:
+    functorch = getattr(torch._C, "_functorch", None)
+    for probe, what in _FUNCTORCH:
+        test = getattr(functorch, probe, None)
+        if test is not None and test(value):
+            raise InputContractError(
+                f"{name}: is {what}, a wrapper without memory of its own; the compiled model reads plain memory and has no "
+                "batching or autograd rule",
+                code="input.storage",
+                argument=name,
+                expected="a plain tensor with its own memory",
+                found=what,
+                hint="call the guarded model outside torch.func transforms (loop over the batch, or pass the whole batch "
+                "if the contract takes it)",
+            )
+    if value._is_zerotensor():
+        raise InputContractError(
+            f"{name}: is a zero tensor (torch._efficientzerotensor): it has no memory for the compiled model to read",
+            code="input.storage",
+            argument=name,
+            expected="a tensor with memory",
+            found="zero tensor",
+            hint=f"pass torch.zeros_like({name})",
+        )
+    if nbytes is None:
+        why, found, expected = "has no storage the compiled model can read", "no readable storage", "storage behind the view"
+    elif nbytes == 0 or not value.data_ptr():
+        why, found, expected = f"has a storage of {nbytes} bytes with no memory behind it", "no memory", f"{needs} bytes of memory"
+    else:
+        view = f"offset {value.storage_offset()}, sizes {tuple(value.shape)}, strides {tuple(value.stride())}"
+        why, found, expected = (
+            f"is a view ({view}) that reaches byte {needs} of a {nbytes}-byte storage",
+            f"{nbytes} bytes",
+            f"{needs} bytes",
+        )
+    raise InputContractError(
+        f"{name}: {why}; the compiled model would read past its memory",
+        code="input.storage",
+        argument=name,
+        expected=expected,
+        found=found,
+        hint=f"pass a tensor whose storage holds the whole view (e.g. {name}.clone() taken before its storage was resized)",
+    )
+
+
 # -- rank and static sizes ------------------------------------------------------------------------
 
 
@@ -243,6 +325,7 @@ def _check_bounds(name: str, i: int, size: int, d: Dim) -> None:
             argument=name,
             expected=f"{d.expr} >= {d.min}",
             found=str(size),
+            hint=_range_hint(name, i, size, d),
         )
     if d.max is not None and size > d.max:
         raise InputContractError(
@@ -251,7 +334,16 @@ def _check_bounds(name: str, i: int, size: int, d: Dim) -> None:
             argument=name,
             expected=f"{d.expr} <= {d.max}",
             found=str(size),
+            hint=_range_hint(name, i, size, d),
         )
+
+
+def _range_hint(name: str, i: int, size: int, d: Dim) -> str:
+    """What to do about a size outside the range the package was built for."""
+    wanted = f"{min(size, d.min)}..{max(size, d.max) if d.max is not None else ''}"
+    accepts = f"{d.min}..{'' if d.max is None else d.max}"
+    rebuild = f"--dynamic {name}:{i}={d.expr}:{wanted}" if _symexpr.is_symbol(d.expr) else f"a range for {d.expr} that covers {size}"
+    return f"the package accepts {d.expr} in {accepts}; to accept {size}, rebuild it with a wider range ({rebuild})"
 
 
 def _derived_rule(name: str, t: TensorSpec) -> Rule | None:
@@ -278,8 +370,16 @@ def _derived_rule(name: str, t: TensorSpec) -> Rule | None:
                     expected=f"{d.min} <= {d.expr} <= {d.max}",
                     found=str(size),
                 )
-            if fn is not None:
-                env.pending.append((name, i, d, fn, size))
+            if fn is None:  # outside the expression grammar (a manifest the archive checks let through)
+                raise InputContractError(
+                    f"{name}: dim {i} ({size}) could not be checked against {d.expr!r}; refused rather than passed unchecked",
+                    code="input.unchecked",
+                    argument=name,
+                    expected=d.expr,
+                    found=str(size),
+                    hint="the manifest's size expression is outside the grammar this runtime evaluates: rebuild the package",
+                )
+            env.pending.append((name, i, d, fn, size))
 
     return check_derived
 
@@ -292,13 +392,8 @@ def _stride_rule(name: str, t: TensorSpec) -> Rule:
         return _contiguous_rule(name)
     stride_fns = [_symexpr.compile_expr(s) for s in t.stride]
 
-    def check_strides(value: Any, shape: Any, env: Env) -> None:
-        values = {k: v[0] for k, v in env.symbols.items()}
-        try:
-            want = tuple(fn(values) for fn in stride_fns)
-        except _symexpr.ExprError:
-            return
-        got = tuple(value.stride())
+    def compare(got: tuple[int, ...], shape: Any, values: dict[str, int]) -> None:
+        want = tuple(fn(values) for fn in stride_fns)  # ExprError: a symbol without a value
         if any(w != g and shape[k] > 1 for k, (w, g) in enumerate(zip(want, got))):
             raise InputContractError(
                 f"{name}: strides {got} differ from the compiled layout {want}",
@@ -306,10 +401,32 @@ def _stride_rule(name: str, t: TensorSpec) -> Rule:
                 argument=name,
                 expected=str(want),
                 found=str(got),
-                hint="make the tensor's layout match the example used at export",
+                hint=_layout_hint(name, tuple(shape), want),
             )
 
+    def check_strides(value: Any, shape: Any, env: Env) -> None:
+        got = tuple(value.stride())
+        try:
+            compare(got, shape, {k: v[0] for k, v in env.symbols.items()})
+        except _symexpr.ExprError:
+            # a stride over a symbol only a derived size gives (8*s): checked once finish() binds it
+            env.defer(name, "strides", lambda values: compare(got, tuple(shape), values))
+
     return check_strides
+
+
+def _layout_hint(name: str, shape: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """How to give a tensor of ``shape`` the compiled strides ``want``."""
+    dense = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        dense[k] = dense[k + 1] * max(shape[k + 1], 1)
+    if len(shape) == 4:
+        _, c, h, w = (max(v, 1) for v in shape)
+        if all(a == b or s <= 1 for a, b, s in zip(want, (h * w * c, 1, w * c, c), shape)):
+            return f"the model was compiled for channels_last: pass {name}.contiguous(memory_format=torch.channels_last)"
+    if all(a == b or s <= 1 for a, b, s in zip(want, dense, shape)):
+        return f"pass {name}.contiguous()"
+    return f"copy it into the compiled layout: torch.empty_strided({name}.shape, {want}, dtype={name}.dtype).copy_({name})"
 
 
 def _contiguous_rule(name: str) -> Rule:

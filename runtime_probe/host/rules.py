@@ -184,7 +184,9 @@ def check_host(
                 "torch cannot be imported by this Python",
                 expected="torch" + (f" {req.torch}" if req.torch else ""),
                 found=str(child.get("torch_error", "no torch"))[:300],
-                hint="install the torch version the package was built with",
+                hint="install the torch version the package was built with"
+                + (f"; the child found torch at {child['torch_origin']}" if child.get("torch_origin") else ""),
+                evidence={"torch_origin": child.get("torch_origin")} if child.get("torch_origin") else {},
             )
         )
         return findings, False

@@ -191,6 +191,22 @@ def parse_backtrace(text: str, limit: int = 40) -> Frames:
     return Frames(tuple(frames), sig.group(1) if sig else None, tuple(libs))
 
 
+_INFERIOR_EXIT = re.compile(r"\[Inferior \d+ \(process \d+\) exited (?:with code (\d+)|normally)\]")
+_INFERIOR_KILLED = re.compile(r"Program terminated with signal (SIG\w+)")
+
+
+def debugger_outcome(text: str) -> str | None:
+    """How the program a debugger ran ended, from the debugger's own lines ("SIGSEGV", "exit 1"):
+    the debugger's exit code says nothing about it (gdb -batch exits 0 after a crash)."""
+    m = _GDB_SIGNAL.search(text) or _INFERIOR_KILLED.search(text)
+    if m:
+        return m.group(1)
+    m = _INFERIOR_EXIT.search(text)
+    if m:
+        return f"exit {int(m.group(1) or '0', 8)}"  # gdb prints the code in octal
+    return None
+
+
 # (cause, what it means, pattern over one frame). First match over the innermost frames wins.
 _CAUSES = [
     (

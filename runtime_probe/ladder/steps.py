@@ -79,6 +79,7 @@ class _Outcome:
     stderr: str = ""
     failure: ChildFailure | None = None
     result: Any = None
+    under: str | None = None  # the debugger or sanitizer the child ran under
 
     @property
     def text(self) -> str:
@@ -87,6 +88,11 @@ class _Outcome:
     def describe(self) -> str:
         if self.ok:
             return "passed"
+        if isinstance(self.failure, ChildCrashed) and self.under:
+            # the exit code is the tool's (gdb -batch exits 0 after a crash): say what its program did
+            fate = _diagnose.debugger_outcome(self.text)
+            tool = self.failure.signal or f"exit {self.failure.returncode}"
+            return f"crashed ({fate}, under {self.under})" if fate else f"ended under {self.under} ({self.under}: {tool})"
         if isinstance(self.failure, ChildCrashed):
             return f"crashed ({self.failure.signal or f'exit {self.failure.returncode}'})"
         if isinstance(self.failure, ChildTimeout):
@@ -118,6 +124,7 @@ def _attempt(
     """Load (and run the sample) in a fresh child; never raises for the child's failures.
     ``constants_from``: the model's weights are another package model's (a twin without its own)."""
     worker = Worker(env=env, python=ctx.python, prefix=prefix)
+    under = os.path.basename(prefix[0]) if prefix else None
     out_mark = err_mark = 0
     try:
         load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
@@ -128,10 +135,10 @@ def _attempt(
         if replay.stage == "run" and replay.run_args is not None:
             result = worker.request("run", ctx.timeout(), **{**replay.run_args, "key": "m"})
             if isinstance(result, dict) and _nonfinite(result):
-                return _Outcome(False, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result)
-        return _Outcome(True, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result)
+                return _Outcome(False, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result, under)
+        return _Outcome(True, worker.stdout.since(out_mark), worker.stderr.since(err_mark), None, result, under)
     except ChildFailure as exc:
-        return _Outcome(False, worker.stdout.text(), worker.stderr.text(), exc)
+        return _Outcome(False, worker.stdout.text(), worker.stderr.text(), exc, under=under)
     finally:
         worker.close()
 

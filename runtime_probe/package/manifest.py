@@ -26,6 +26,7 @@ __all__ = [
     "ManifestError",
     "OutputSpec",
     "ParamSpec",
+    "ShapeGuard",
     "Symbol",
     "Target",
     "TensorSpec",
@@ -36,7 +37,9 @@ __all__ = [
     "parse_manifest",
 ]
 
-MANIFEST_SCHEMA_VERSION = "1.3"  # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs; 1.3: debug_twin_without_weights
+# 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs; 1.3: debug_twin_without_weights;
+# 1.4: IOContract.guards (a 1.3 reader ignores them: it accepts what the guards refuse, as a bare AOTI load does)
+MANIFEST_SCHEMA_VERSION = "1.4"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -113,6 +116,24 @@ class Symbol:
 
 
 @dataclass(frozen=True)
+class ShapeGuard:
+    """A condition on the input sizes that torch.export assumed and AOTInductor does not check
+    (``ExportedProgram._guards_code``): the package computes the branch export traced, whatever
+    the sizes. Since schema 1.4.
+
+    ``expr`` is the condition over the contract's symbols in runtime_probe/formats/symexpr.py's
+    condition grammar (``h*w == 64``); None when it could not be translated (the build then fails:
+    nothing can enforce it).
+    """
+
+    text: str  # torch's own text: "(L['x'].size()[1]*L['x'].size()[2]) == 64"
+    expr: str | None  # "h*w == 64"
+    words: str  # "h*w must equal 64"
+    arguments: tuple[str, ...] = ()  # the input leaves it reads: ("x",)
+    dims: tuple[str, ...] = ()  # the sizes it reads: ("x.shape[1]", "x.shape[2]")
+
+
+@dataclass(frozen=True)
 class IOContract:
     params: tuple[ParamSpec, ...]
     inputs: tuple[InputSpec, ...]
@@ -120,6 +141,9 @@ class IOContract:
     symbols: tuple[Symbol, ...]
     in_spec: str = ""  # torch pytree spec (treespec_dumps) of (args, kwargs)
     out_spec: str = ""
+    # export's shape guards the guarded loader and ``probe --inputs`` enforce (``input.guard``);
+    # None: the build recorded none. Since schema 1.4.
+    guards: tuple[ShapeGuard, ...] | None = None
 
     def tensor_inputs(self) -> list[InputSpec]:
         return sorted((i for i in self.inputs if i.kind == "tensor"), key=lambda i: i.index or 0)

@@ -135,6 +135,28 @@ def _io_problems(m: Manifest) -> Iterator[str]:
     for s in m.io.symbols:
         if s.min < 0 or (s.max is not None and s.max < s.min):
             yield f"gives symbol {s.name[:40]!r} the range {s.min}..{s.max}"
+    yield from _guard_problems(m)
+
+
+def _guard_problems(m: Manifest) -> Iterator[str]:
+    """Export's shape guards (since 1.4): each one a condition the guarded loader can evaluate,
+    over symbols the contract binds. One it cannot evaluate would refuse every call."""
+    symbols = {s.name for s in m.io.symbols}
+    inputs = {i.name for i in m.io.inputs}
+    for g in m.io.guards or ():
+        if g.expr is None:
+            yield f"records the export guard {g.text[:80]!r} without an expression the loader can check"
+            continue
+        try:
+            _symexpr.compile_condition(g.expr)
+            unknown = sorted(_symexpr.free_symbols(g.expr) - symbols)
+        except _symexpr.ExprError as exc:
+            yield f"records an export guard {g.expr[:80]!r} that is not a condition over sizes ({str(exc)[:80]})"
+            continue
+        if unknown:
+            yield f"records an export guard {g.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
+        if not g.words.isprintable() or any(a not in inputs for a in g.arguments):
+            yield f"records an export guard {g.expr[:80]!r} with unprintable words or arguments the contract does not have"
 
 
 def _is_param_name(name: str) -> bool:

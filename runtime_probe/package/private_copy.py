@@ -68,14 +68,14 @@ def _copy(src: int, dst: int) -> None:
         offset += len(chunk)
 
 
-def tmpdir_finding(exc: OSError, folder: str, phase: str = "archive") -> Finding:
-    """The finding for a temporary folder that cannot hold the probe's files."""
+def tmpdir_finding(exc: OSError, folder: str, phase: str = "archive", who: str = "the probe") -> Finding:
+    """The finding for a temporary folder that cannot hold the probe's (or ``who``'s) files."""
     why = {errno.ENOSPC: "is full", errno.EROFS: "is read-only", errno.EACCES: "is not writable", errno.EFBIG: "refuses a file this large"}
     state = why.get(exc.errno or 0, f"cannot be written ({exc.strerror})")
     return error(
         "env.tmpdir_unusable",
         phase,
-        f"the temporary folder {os.path.dirname(folder.rstrip('/')) or folder} {state}: the probe keeps a private copy of the package there",
+        f"the temporary folder {os.path.dirname(folder.rstrip('/')) or folder} {state}: {who} keeps a private copy of the package there",
         expected="a writable TMPDIR with room for the package and its extracted model",
         found=f"{exc.strerror or exc}",
         hint="set TMPDIR to a writable folder with free space at least twice the package's size",

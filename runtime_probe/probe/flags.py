@@ -80,6 +80,13 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     ),
     Flag("--fast", "pre-flight: archive, host, load and one golden sample", kind="switch", field="fast"),
     Flag(
+        "--verify-only",
+        "the archive phase alone: safe zip, entry hashes, signature (with --public-key) and manifest rules; "
+        "the standard library only, torch is never imported",
+        kind="switch",
+        field="verify_only",
+    ),
+    Flag(
         "--all-devices",
         "probe every visible GPU in parallel, one child per device, a report section per device",
         kind="switch",
@@ -96,11 +103,28 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     Flag("--timeout", "seconds each load or golden run may take", kind="float", field="timeout_s", metavar="S", minimum=1),
     Flag(
         "--iterations",
-        "time N more runs of each golden sample and report the latency (p50, p99)",
+        "time at least N more calls of each golden sample and report the latency (mean ± std, p50/p90/p95/p99 when "
+        "there are enough calls, throughput)",
         kind="int",
         field="iterations",
         metavar="N",
         minimum=1,
+    ),
+    Flag(
+        "--duration",
+        "time calls of each golden sample for at least S seconds (and at least --iterations calls)",
+        kind="float",
+        field="duration_s",
+        metavar="S",
+        minimum=0.001,
+    ),
+    Flag("--warmup", "untimed calls before the timed ones", kind="int", field="warmup", metavar="N", minimum=0),
+    Flag(
+        "--shapes",
+        "also run (and time) the model at these sizes inside its contract, e.g. x:4x16,mask:4x32; inputs are generated "
+        "as the golden samples are, an input left out takes the sizes the others set",
+        field="shapes",
+        metavar="IN:AxB,...",
     ),
     Flag(
         "--save-inputs",
@@ -112,7 +136,7 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--save-outputs",
         "write each golden run's outputs to DIR/SAMPLE.outputs.safetensors",
-        kind="path",
+        kind="folder",
         field="save_outputs",
         metavar="DIR",
     ),
@@ -121,6 +145,13 @@ PROBE_FLAGS: tuple[Flag, ...] = (
 OUTPUT_FLAGS: tuple[Flag, ...] = (
     Flag("--json", "write the JSON report here ('-' = stdout)", kind="path", metavar="PATH"),
     Flag("--junit", "write a JUnit XML report here, a testcase per phase ('-' = stdout)", kind="path", metavar="PATH"),
+    Flag(
+        "--markdown",
+        "write a Markdown summary here, for a pull request or a CI page ('-' = stdout; also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set)",
+        kind="path",
+        metavar="PATH",
+    ),
     Flag("--strict", "warnings fail too (exit 1): for release gates", kind="switch"),
     Flag("--log-file", "append torch's warnings and the run's log lines here", kind="path", metavar="PATH"),
     Flag("--quiet", "no progress; the report only when a check fails", kind="switch", short="-q"),
@@ -139,6 +170,7 @@ class Outputs:
 
     json: str | None = None
     junit: str | None = None
+    markdown: str | None = None
     strict: bool = False
     log_file: str | None = None
     quiet: bool = False

@@ -30,11 +30,19 @@ class ProbeOptions:
         env: extra environment for the child.
         public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
             it, checked before the manifest is believed and before anything native is opened.
-        iterations: run each golden sample (and --inputs) this many more times after the judged
-            run and report its latency (p50, p99); 1 = no timing runs.
+        iterations: time at least this many more calls of each golden sample (and --inputs) after
+            the judged run and report their latency (runtime_probe/latency.py); 1 = no timing runs.
+        warmup: untimed calls before the timed ones (when timing).
+        duration_s: time calls for at least this many seconds (and at least ``iterations`` calls);
+            None: ``iterations`` alone decides.
+        shapes: ``x:4x16,mask:4x32``: one more run (and its timing) at these sizes, with inputs
+            resampled from the example golden sample (probe/shapes.py).
         save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
             ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
             ``inputs`` takes back, e.g. to replay it elsewhere).
+        verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
+            the standard library only, no child, torch never imported; the other phases are
+            reported as skipped.
     """
 
     device: str | None = None
@@ -52,6 +60,10 @@ class ProbeOptions:
     iterations: int = 1
     save_inputs: str | None = None
     save_outputs: str | None = None
+    verify_only: bool = False
+    warmup: int = 10
+    duration_s: float | None = None
+    shapes: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_probe import layout
-from runtime_probe.child.failures import Reporter, failure_finding, no_weights
+from runtime_probe.child.failures import Reporter, failure_finding, no_weights, torch_import_finding
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
+from runtime_probe.errors import UsageError
 from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
@@ -26,8 +27,10 @@ from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import check_weights
 from runtime_probe.package.wrapper import wrapper_facts
+from runtime_probe.paths import probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.probe.shapes import parse_shapes, resolve_shapes
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import PublicKey
 
@@ -180,8 +183,8 @@ def host_phase(shared: Shared, dev: Device) -> Phase:
     parent = parent_facts()
     try:
         child = dev.worker.collect("facts", shared.options.timeout_s)
-    except ChildFailure as exc:
-        return [_child_finding(exc, "importing torch in a child interpreter", "load", shared, dev)], {}, False
+    except ChildFailure as exc:  # the package was not opened yet: torch (or the interpreter) is at fault
+        return [torch_import_finding(exc, "host")], {}, False
     dev.host = {**parent, **child}
     req = Requirements.from_manifest(shared.manifest) if shared.manifest is not None else _plain_requirements(shared)
     findings, ok = check_host(req, parent, child, dev.device_type, dev.device_index)
@@ -315,7 +318,8 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
 def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """The failing run's arguments for the ladder's children. The contract check is dropped: it
     passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
-    return {k: v for k, v in args.items() if k not in ("contract_from", "iterations", "save_path", "save_inputs_path")}
+    timing = ("iterations", "warmup", "duration_s")  # "resize" stays: the replay needs the same sizes
+    return {k: v for k, v in args.items() if k not in ("contract_from", *timing, "save_path", "save_inputs_path")}
 
 
 def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
@@ -323,11 +327,15 @@ def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
     goes into the file name with --all-devices)."""
     opts = shared.options
     stem = sample_id if not opts.all_devices else f"{dev.device.replace(':', '')}.{sample_id}"
-    out: dict[str, Any] = {"iterations": opts.iterations} if opts.iterations > 1 else {}
+    timed = opts.iterations > 1 or opts.duration_s is not None
+    out: dict[str, Any] = {"iterations": opts.iterations, "warmup": opts.warmup, "duration_s": opts.duration_s} if timed else {}
+    rule = probe_paths(shared.source, vars(opts), reports=False)  # the path rule, asked again for each file
     if opts.save_inputs is not None:
         out["save_inputs_path"] = os.path.join(opts.save_inputs, f"{stem}.inputs.safetensors")
+        rule.check_file("--save-inputs", out["save_inputs_path"])
     if opts.save_outputs is not None:
         out["save_path"] = os.path.join(opts.save_outputs, f"{stem}.outputs.safetensors")
+        rule.check_file("--save-outputs", out["save_path"])
     return out
 
 
@@ -361,6 +369,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                     ),
                 )
             )
+    if shared.options.shapes is not None:
+        cases.append(("shapes", _shapes_case(shared, dev)))
     if shared.options.inputs is not None and m is not None:
         user_case, user_findings = _user_inputs(shared, dev)
         findings += user_findings
@@ -370,11 +380,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         try:
             reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
         except ChildFailure as exc:
-            findings.append(
-                _child_finding(
-                    exc, f"running {'the --inputs' if sample_id == 'inputs' else 'golden sample ' + sample_id}", "run", shared, dev
-                )
-            )
+            what = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            findings.append(_child_finding(exc, f"running {what}", "run", shared, dev))
             if sample_id == "inputs" and findings[-1].code == "run.device_assert":
                 findings[-1] = _named_index(shared, findings[-1])
             if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
@@ -388,7 +395,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                 error(
                     ce["code"],
                     "golden",
-                    f"--inputs: {ce['message']}",
+                    f"{'--shapes' if sample_id == 'shapes' else '--inputs'}: {ce['message']}",
                     expected=ce.get("expected"),
                     found=ce.get("found"),
                     hint=ce.get("hint") or "the inputs break the package's contract; runtime_probe.load() rejects them the same way",
@@ -403,7 +410,27 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
             dev.replay = Replay("run", "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch", _replay_args(args))
-    return findings, {"runs": runs, "compared": dev.golden_valid}, True
+    detail: dict[str, Any] = {"runs": runs, "compared": dev.golden_valid}
+    if not cases and not has_errors(findings):  # nothing ran: not "passed"
+        detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
+    return findings, detail, True
+
+
+def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
+    """--shapes: the example golden sample's inputs resampled to the sizes asked for, checked
+    against the contract in the child before they run (a size outside it is a finding)."""
+    m = shared.manifest
+    if m is None or m.golden is None or not m.golden.samples or shared.golden_path is None:
+        raise UsageError(
+            "--shapes generates inputs from the package's golden samples, and this package has none",
+            hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
+        )
+    sizes, symbols = resolve_shapes(parse_shapes(shared.options.shapes or ""), m.io.inputs)
+    example = m.golden.samples[0]
+    sample = {"id": "shapes", "inputs": example.inputs, "outputs": {}, "symbols": symbols}
+    args = _run_args(shared, dev, shared.golden_path, sample, user=True)
+    args["resize"] = sizes
+    return args
 
 
 def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, list[Finding]]:

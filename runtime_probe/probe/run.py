@@ -9,26 +9,24 @@ probed in parallel, one child per device, each in its own report section.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import ChildFailure, Worker
 from runtime_probe.errors import UsageError
-from runtime_probe.findings import error
 from runtime_probe.host.rules import parse_device
 from runtime_probe.ladder.steps import LadderContext, run_ladder
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.private_copy import tmpdir_finding
+from runtime_probe.paths import probe_paths
 from runtime_probe.probe.options import PHASES, ProbeOptions, ProgressFn
 from runtime_probe.probe.phases import (
     Device,
@@ -41,14 +39,32 @@ from runtime_probe.probe.phases import (
     load_phase,
     package_device,
 )
+from runtime_probe.probe.shapes import parse_shapes
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import PhaseResult, Report, make_phase
+from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
 from runtime_probe.trust.signature import load_public_key
 
 __all__ = ["PHASES", "ProbeOptions", "probe"]
 
 
 def _check_options(options: ProbeOptions) -> None:
+    if options.verify_only:
+        for flag, given in (
+            ("--weights", options.weights),
+            ("--inputs", options.inputs),
+            ("--all-devices", options.all_devices),
+            ("--iterations", options.iterations != 1),
+            ("--duration", options.duration_s is not None),
+            ("--shapes", options.shapes),
+            ("--save-inputs", options.save_inputs),
+            ("--save-outputs", options.save_outputs),
+            ("--fast", options.fast),
+        ):
+            if given:
+                raise UsageError(
+                    f"--verify-only checks the archive alone; {flag} needs the model loaded", hint=f"drop {flag}, or drop --verify-only"
+                )
     for flag, value in (("--device", options.device), ("--inputs-device", options.inputs_device)):
         if value is not None:
             try:
@@ -68,6 +84,16 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
     if options.iterations < 1:
         raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
+    if options.shapes is not None:
+        parse_shapes(options.shapes)  # its syntax, before any work; the names once the manifest is read
+    if options.warmup < 0:
+        raise UsageError(f"--warmup must be at least 0 (got {options.warmup})")
+    if options.duration_s is not None and not 0 < options.duration_s < options.timeout_s:
+        raise UsageError(
+            f"--duration {options.duration_s:g} must be above 0 and below --timeout {options.timeout_s:g}: each golden run, "
+            "its timed calls included, must end within --timeout",
+            hint=f"give --timeout more than {options.duration_s:g} seconds plus the time of one run",
+        )
     if options.all_devices and options.device not in (None, "cuda"):
         raise UsageError(
             "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
@@ -79,7 +105,7 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
 
     Everything is read from one private copy of the package (package/private_copy.py), in a
     temporary folder that is removed on the way out, also after a crash of the child, a timeout,
-    an escalation or SIGTERM; the children's TMPDIR is inside it.
+    an escalation, SIGTERM or SIGHUP (terminate.py); the children's TMPDIR is inside it.
 
     Raises:
         UsageError: the package path or an option is unusable.
@@ -87,11 +113,12 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
     fspath = os.fspath(path)
     options = options or ProbeOptions()
     _check_options(options)
+    probe_paths(fspath, vars(options), reports=False).check()  # --save-* never overwrite the package, --inputs...
     public_key = (
         load_public_key(options.public_key) if options.public_key is not None else None
     )  # a bad key file: usage error, before any work
     run = _Run(fspath, options, progress or (lambda phase, event: None))
-    with _sigterm_raises():
+    with signals_raise():
         # TMPDIR as given: tempfile alone would fall back to /tmp (often a small tmpfs) without a
         # word when TMPDIR is read-only or missing, and the package's copies would land there
         where = os.environ.get("TMPDIR") or None
@@ -102,39 +129,11 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
             return run.report([make_phase("archive", 0.0, [finding]), *_skipped("archive")])
         try:
             return run.probe(Shared(fspath, options, tmp, public_key=public_key))
-        except Terminated:
+        except Terminated as exc:  # SIGTERM or SIGHUP: every finally above closed its child
             phase = run.current or "archive"
-            finding = error(
-                "env.terminated",
-                phase,
-                f"the probe was terminated (SIGTERM) during the {phase} phase",
-                hint="its child process was killed and its temporary files removed; rerun the probe",
-            )
-            return run.report([*run.results, make_phase(phase, 0.0, [finding])])
+            return run.report([*run.results, make_phase(phase, 0.0, [terminated_finding(exc, phase, "probe")])])
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind (every ``finally`` closes its child and removes its files)."""
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """While probing in the main thread, SIGTERM raises Terminated instead of killing the probe
-    outright (which would leave the child and the temporary folder behind)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @dataclass
@@ -168,6 +167,10 @@ class _Run:
                 self.sha256 = sha256_file(shared.path)
             if not ok:
                 self.results += _skipped("archive")
+            elif self.options.verify_only:
+                reason = "skipped: --verify-only checks the archive alone"
+                self.results += [make_phase(name, 0.0, [], skipped_reason=reason) for name in PHASES[1:]]
+                extra["verify_only"] = True
             elif self.options.all_devices:
                 sections = _all_devices(shared, say)
                 extra["devices"] = [s.title for s in sections]

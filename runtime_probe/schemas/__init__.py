@@ -1,6 +1,6 @@
 """JSON Schemas of the tool's JSON outputs, shipped as package data (docs/reports.md explains them).
 
-``load(name)`` returns one as a dict: "probe-report", "build-report" or "inspect".
+``load(name)`` returns one as a dict: "probe-report", "build-report", "inspect" or "diff".
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 __all__ = ["NAMES", "load"]
 
-NAMES = ("probe-report", "build-report", "inspect")
+NAMES = ("probe-report", "build-report", "inspect", "diff")
 
 
 def load(name: str) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def check_archive(archive: Archive, public_key: PublicKey | None = None, *, veri
                     "the package has no aoti-guard manifest, so nothing in it is signed",
                     expected=f"a manifest signed by {short_id(public_key.key_id)}",
                     found="a plain AOTI package",
-                    hint="use the package aoti-guard build (--sign-key) produced",
+                    hint="use the package aoti-guard build --key produced, or sign this one: aoti-guard sign PKG --key KEY",
                 )
             )
         findings.append(

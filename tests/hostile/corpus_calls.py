@@ -1,12 +1,14 @@
 """Hostile calls into the guarded loader: tensors a caller can hand ``runtime_probe.load(PKG)``.
 
-Each case makes its arguments from the ``static`` test model's input (``x``: float32 [8, 16]) and
-says what must happen: refused with one of ``expect`` (InputContractError or
+Most cases make their arguments from the ``static`` test model's input (``x``: float32 [8, 16]);
+a case's ``package`` names another (``PACKAGES``: the embedding of 1000 rows, the derived sizes of
+issue 25). Each says what must happen: refused with one of ``expect`` (InputContractError or
 ConstantsContractError) before native code runs, or (``expect`` empty) run and give exactly what
-plain AOTI gives on a plain contiguous copy. The cases run in a child process (``run_calls``),
-since before the fix several of them killed the serving process with a segfault.
+plain AOTI gives on a copy in the compiled layout. The cases run in a child process
+(``run_calls``), since before the fixes several of them killed the serving process (a segfault,
+an abort on an id past the table).
 
-    python -m tests.hostile.corpus_calls PKG          # runs every case, prints one JSON line each
+    python -m tests.hostile.corpus_calls static=PKG [embed=PKG ...] [CASE ...]   # one JSON line per case
 """
 
 from __future__ import annotations
@@ -15,12 +17,20 @@ import copy
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALLS", "CallCase", "CallOutcome", "run_calls"]
+__all__ = ["CALLS", "PACKAGES", "CallCase", "CallOutcome", "run_calls"]
+
+# package name -> its build target (relative to the repository): what a case's ``package`` names
+PACKAGES = {
+    "static": "tests/integration/models.py:static",
+    "embed": "tests/integration/models.py:embed",
+    "transposed_8k": "tests/integration/guard_models.py:transposed_8k",
+    "channels_last_16hw": "tests/integration/guard_models.py:channels_last_16hw",
+}
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class CallCase:
     group: str
     what: str
     expect: frozenset[str]  # refused with one of these codes; empty: runs and equals plain AOTI
+    package: str = "static"  # a key of PACKAGES
 
 
 @dataclass(frozen=True)
@@ -46,8 +57,8 @@ class CallOutcome:
         return self.result == "ran" and bool(self.equal)
 
 
-def _case(name: str, group: str, what: str, *expect: str) -> CallCase:
-    return CallCase(name, group, what, frozenset(expect))
+def _case(name: str, group: str, what: str, *expect: str, package: str = "static") -> CallCase:
+    return CallCase(name, group, what, frozenset(expect), package)
 
 
 CALLS = [
@@ -66,6 +77,33 @@ CALLS = [
     _case("weights-transposed-view", "call: weights", "load_constants with a transposed view of the right shape", "constants.layout"),
     _case("weights-subclass", "call: weights", "load_constants with a TwoTensor weight", "constants.layout"),
     _case("weights-neg-bit", "call: weights", "load_constants with a weight carrying the negative bit", "constants.layout"),
+    # issue 25: memory the view does not have (defect 6), strides over derived sizes (defect 1), ids past the table (defect 2)
+    _case("call-zero-tensor", "call: storage", "torch._efficientzerotensor((8, 16)): no memory behind it", "input.storage"),
+    _case("call-storage-resized", "call: storage", "x after x.untyped_storage().resize_(0)", "input.storage"),
+    _case("call-storage-shrunk", "call: storage", "a view of rows 2..9 whose base's storage was shrunk to 64 floats", "input.storage"),
+    _case("call-vmap", "call: storage", "x inside torch.func.vmap (a BatchedTensor)", "input.storage"),
+    _case("call-grad", "call: storage", "x inside torch.func.grad (a GradTrackingTensor)", "input.storage"),
+    _case("call-functionalize", "call: storage", "x inside torch.func.functionalize (a FunctionalTensor)", "input.storage"),
+    _case("call-storage-offset", "call: accepted", "a contiguous view 24 elements into a larger storage, accepted"),
+    _case(
+        "call-ids-past-table", "call: values", "ids + 5000 into a 1000-row embedding (default load)", "input.value_range", package="embed"
+    ),
+    _case("call-ids-in-table", "call: accepted", "ids within the 1000-row table (default load: values checked)", package="embed"),
+    _case(
+        "call-derived-contiguous",
+        "call: layout",
+        "a contiguous [16, 4] for {0: 8*s} exported transposed",
+        "input.stride",
+        package="transposed_8k",
+    ),
+    _case("call-derived-transposed", "call: accepted", "a transposed [24, 4] for {0: 8*s} (s = 3)", package="transposed_8k"),
+    _case(
+        "call-derived-nchw",
+        "call: layout",
+        "a plain NCHW image for channels_last {2: 16*h16, 3: 16*w16}",
+        "input.stride",
+        package="channels_last_16hw",
+    ),
 ]
 
 
@@ -106,8 +144,37 @@ def _argument(name: str, torch: Any, x: Any) -> Any:
         "call-neg-bit": lambda: x.clone()._neg_view(),
         "call-transposed": lambda: x.t().contiguous().t(),
         "call-parameter": lambda: torch.nn.Parameter(x.clone(), requires_grad=False),
+        "call-zero-tensor": lambda: torch._efficientzerotensor((8, 16)),
+        "call-storage-resized": lambda: _resized(x.clone(), 0),
+        "call-storage-shrunk": lambda: _shrunk(torch),
+        "call-storage-offset": lambda: torch.cat([torch.randn(24), x.reshape(-1)])[24:].view(8, 16),
+        "call-ids-past-table": lambda: torch.randint(0, 1000, (4, 6)) + 5000,
+        "call-ids-in-table": lambda: torch.randint(0, 1000, (4, 6)),
+        "call-derived-contiguous": lambda: torch.randn(16, 4, dtype=torch.float64),
+        "call-derived-transposed": lambda: torch.randn(4, 24, dtype=torch.float64).t(),
+        "call-derived-nchw": lambda: torch.rand(2, 3, 32, 48),
     }
     return makers[name]()
+
+
+def _resized(t: Any, nbytes: int) -> Any:
+    t.untyped_storage().resize_(nbytes)
+    return t
+
+
+def _shrunk(torch: Any) -> Any:
+    base = torch.randn(10, 16)
+    view = base[2:10]  # starts 32 floats in
+    base.untyped_storage().resize_(64 * 4)
+    return view
+
+
+# cases that call the model inside a torch.func transform: the guard sees the transform's wrapper
+_TRANSFORMS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "call-vmap": lambda torch, model, x: torch.func.vmap(model)(torch.stack([x, x])),
+    "call-grad": lambda torch, model, x: torch.func.grad(lambda t: model(t).sum())(x.clone()),
+    "call-functionalize": lambda torch, model, x: torch.func.functionalize(model)(x.clone()),
+}
 
 
 def _weights(name: str, torch: Any, model: Any) -> dict[str, Any]:
@@ -133,10 +200,15 @@ def _run_one(case: CallCase, torch: Any, model: Any, x: Any) -> dict[str, Any]:
             return {"result": "ran", "equal": None, "detail": "load_constants accepted it"}
         if case.name == "call-deepcopy":
             out, ref = copy.deepcopy(model)(x), model.compiled(x)
+        elif case.name in _TRANSFORMS:
+            out = _TRANSFORMS[case.name](torch, model, x)
+            ref = model.compiled(x)
         else:
             arg = _argument(case.name, torch, x)
             out = model(arg)
-            ref = model.compiled(arg.detach().resolve_neg().resolve_conj().contiguous().as_subclass(torch.Tensor))
+            plain = arg.detach().resolve_neg().resolve_conj().as_subclass(torch.Tensor)
+            # a fresh copy (its own storage, offset 0) in the layout the package was compiled for
+            ref = model.compiled(plain.contiguous().clone() if case.package == "static" else plain.clone())
     except GuardError as exc:
         return {"result": "refused", "code": getattr(exc, "code", None), "detail": str(exc).splitlines()[0][:200]}
     except Exception as exc:  # noqa: BLE001 - a bare error is an outcome to report, not a crash of the runner
@@ -144,7 +216,7 @@ def _run_one(case: CallCase, torch: Any, model: Any, x: Any) -> dict[str, Any]:
     return {"result": "ran", "equal": bool(torch.equal(out, ref)), "detail": ""}
 
 
-def _child(package: str, names: list[str]) -> int:
+def _child(argv: list[str]) -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -152,27 +224,36 @@ def _child(package: str, names: list[str]) -> int:
 
     from runtime_probe import load
 
+    packages = dict(a.split("=", 1) for a in argv if "=" in a)
+    names = [a for a in argv if "=" not in a] or [c.name for c in CALLS]
     torch.manual_seed(0)
-    model, x = load(package), torch.randn(8, 16)
+    x = torch.randn(8, 16)
+    models: dict[str, Any] = {}
     by_name = {c.name: c for c in CALLS}
     for name in names:
+        case = by_name[name]
         print(json.dumps({"start": name}), flush=True)
-        print(
-            json.dumps({"name": name, **_run_one(by_name[name], torch, load(package) if name.startswith("weights-") else model, x)}),
-            flush=True,
-        )
+        if name.startswith("weights-"):
+            model = load(packages[case.package])  # its own copy: the weights are swapped
+        else:
+            model = models.get(case.package) or models.setdefault(case.package, load(packages[case.package]))
+        print(json.dumps({"name": name, **_run_one(case, torch, model, x)}), flush=True)
     return 0
 
 
-def run_calls(package: Path, cases: list[CallCase] = CALLS, timeout: float = 300.0) -> list[CallOutcome]:
+def run_calls(packages: Path | Mapping[str, Path], cases: list[CallCase] = CALLS, timeout: float = 300.0) -> list[CallOutcome]:
     """Run the cases in a child; a case that kills it is recorded as crashed and the rest go on in a
-    new child."""
+    new child. ``packages``: PACKAGES' names -> built packages (a path alone: the static one)."""
+    by_package = {"static": packages} if isinstance(packages, Path) else dict(packages)
+    missing = sorted({c.package for c in cases} - set(by_package))
+    if missing:
+        raise ValueError(f"no package given for {', '.join(missing)} (build {', '.join(PACKAGES[m] for m in missing)})")
     outcomes: dict[str, CallOutcome] = {}
     todo = [c.name for c in cases]
     by_name = {c.name: c for c in cases}
     while todo:
         proc = subprocess.run(
-            [sys.executable, "-m", "tests.hostile.corpus_calls", str(package), *todo],
+            [sys.executable, "-m", "tests.hostile.corpus_calls", *(f"{k}={v}" for k, v in by_package.items()), *todo],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -199,4 +280,4 @@ def run_calls(package: Path, cases: list[CallCase] = CALLS, timeout: float = 300
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2:] or [c.name for c in CALLS]))
+    sys.exit(_child(sys.argv[1:]))

@@ -35,6 +35,7 @@ def _copy(c: _Corpus, name: str) -> Path:
 
 def add_cases(c: _Corpus, rewrite: Rewrite) -> None:
     _report_paths(c)
+    _write_paths(c)
     _fifos(c)
     _terminal_and_size(c, rewrite)
 
@@ -54,6 +55,45 @@ def _report_paths(c: _Corpus) -> None:
         pkg = _copy(c, "cli-json-over-public-key")
         args = ("--public-key", str(key), "--json", str(key))
         c.add_existing(pkg.stem, GROUP, pkg, set(), "--json names the --public-key file", args, exit_code=2)
+
+
+def _write_paths(c: _Corpus) -> None:
+    """Issue 25, defect 4: one rule for every path the probe writes (runtime_probe/paths.py). Each
+    of these is refused with exit 2 before any work; the file it names is unchanged."""
+    saved = c.out / "cli-saved"
+    saved.mkdir(exist_ok=True)
+    captured = saved / "example.inputs.safetensors"  # what an earlier --save-inputs wrote, replayed
+    captured.write_bytes(b"a captured request: must survive")
+    weights = saved / "new.outputs.safetensors"
+    weights.write_bytes(b"weights named like a saved output: must survive")
+    for name, args, what in (
+        (
+            "cli-save-inputs-over-inputs",
+            ("--inputs", str(captured), "--save-inputs", str(saved)),
+            "--save-inputs would write example.inputs.safetensors over --inputs",
+        ),
+        (
+            "cli-save-outputs-over-weights",
+            ("--weights", str(weights), "--save-outputs", str(saved)),
+            "--save-outputs into the folder of a --weights file named *.outputs.safetensors",
+        ),
+        ("cli-log-file-over-inputs", ("--inputs", str(captured), "--log-file", str(captured)), "--log-file names the --inputs file"),
+        (
+            "cli-junit-and-log-file-one-file",
+            ("--junit", str(c.out / "cli-one.xml"), "--log-file", str(c.out / "cli-one.xml")),
+            "--junit and --log-file name one file",
+        ),
+        (
+            "cli-parse-error-junit-over-inputs",
+            ("--inputs", str(captured), "--junit", str(captured), "--no-such-flag"),
+            "a command line that does not parse, with --junit over --inputs",
+        ),
+    ):
+        c.add_existing(name, GROUP, _copy(c, name), "tool.usage", what, args, exit_code=2)
+    pkg = _copy(c, "cli-json-over-inputs")
+    c.add_existing(
+        pkg.stem, GROUP, pkg, set(), "--json names the --inputs file", ("--inputs", str(captured), "--json", str(captured)), exit_code=2
+    )
 
 
 def _fifos(c: _Corpus) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -63,6 +64,13 @@ if fault:
                 sys.stderr.write("Error: " + line)
             sys.stdout.flush()
             raise RuntimeError("flooded")
+        if fault == "crash_grandchild":
+            # a package that starts a helper process, then crashes: under gdb the program runs in a
+            # process group of its own (in gdb's session), and its helper with it
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSEGV)
         if fault == "crash_after_load":
             # torch has extracted the package to TMPDIR; a crash skips the loader's cleanup
             _real_load(state, **kw)
@@ -389,7 +397,15 @@ def memory_limit(pkg: Path, work: Path) -> Fault:
 
 
 def sigterm(pkg: Path, work: Path) -> Fault:
-    f = Fault("SIGTERM to the probe", "the probe is terminated while its child hangs in load (with a grandchild)")
+    return _stop_signal(pkg, work, signal.SIGTERM)
+
+
+def sighup(pkg: Path, work: Path) -> Fault:
+    return _stop_signal(pkg, work, signal.SIGHUP)
+
+
+def _stop_signal(pkg: Path, work: Path, signum: signal.Signals) -> Fault:
+    f = Fault(f"{signum.name} to the probe", "the probe is stopped while its child hangs in load (with a grandchild)")
     tmpdir = work / "tmp"
     tmpdir.mkdir(parents=True)
     pidfile, report = work / "grandchild.pid", work / "sigterm.json"
@@ -400,17 +416,17 @@ def sigterm(pkg: Path, work: Path) -> Fault:
     )
     while not pidfile.exists() and time.monotonic() - started < 120 and proc.poll() is None:
         time.sleep(0.2)
-    proc.terminate()
+    proc.send_signal(signum)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        f.problems.append("the probe did not end within 60 s of SIGTERM")
+        f.problems.append(f"the probe did not end within 60 s of {signum.name}")
     data = json.loads(report.read_text()) if report.exists() else {"phases": []}
     _common(f, subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode()), data, time.monotonic() - started)
     f.check(proc.returncode == 3, f"exit {proc.returncode}, expected 3")
-    f.check(bool(_finding(data, "env.terminated")), "no env.terminated finding")
+    f.check(_finding(data, "env.terminated").get("found") == signum.name, f"no env.terminated finding naming {signum.name}")
     if pidfile.exists():
         grandchild = int(pidfile.read_text())
         deadline = time.monotonic() + 10
@@ -420,6 +436,69 @@ def sigterm(pkg: Path, work: Path) -> Fault:
     else:
         f.problems.append("the child never reached load")
     f.check(not _left_behind(tmpdir), "files left in TMPDIR")
+    return f
+
+
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment carries ``marker`` (every descendant of a run inherits it)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if pid.isdigit() and marker.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def gdb_grandchild(pkg: Path, work: Path) -> Fault:
+    f = Fault("a crash under gdb with a helper process", "load starts a helper process, then SIGSEGV; the ladder reruns it under gdb")
+    if shutil.which("gdb") is None:
+        f.skipped = "gdb is not installed (.ci/run installs it)"
+        return f
+    marker = uuid.uuid4().hex
+    proc, report, seconds = _probe(pkg, work, "crash_grandchild", "--escalate-timeout", "300", AOTI_GUARD_TEST_MARKER=marker)
+    _common(f, proc, report, seconds)
+    deadline = time.monotonic() + 5
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _marked(marker)
+    steps = {s["step"]: s for p in report["phases"] if p["name"] == "escalate" for s in p["detail"].get("steps", [])}
+    native = steps.get("native", {}).get("outcome")
+    f.check(proc.returncode == 1, f"exit {proc.returncode}, expected 1")
+    f.check(not left, f"{len(left)} process(es) of the package outlived the probe")
+    f.check(native == "crashed (SIGSEGV, under gdb)", f"the native step says {native!r}")
+    f.observed += f"; native step: {native}; {len(left)} process(es) left"
+    return f
+
+
+def cwd_modules(pkg: Path, work: Path) -> Fault:
+    f = Fault("modules in the working directory", "the probe runs in a folder holding torch.py and runtime_probe.py that exit at import")
+    cwd = work / "cwd"
+    cwd.mkdir(parents=True)
+    (cwd / "torch.py").write_text("raise SystemExit(99)\n")
+    (cwd / "runtime_probe.py").write_text("raise SystemExit(98)\n")
+    report = work / "cwd.json"
+    started = time.monotonic()
+    # -P: as the console script starts the probe; the child is what is checked
+    argv = [sys.executable, "-P", "-m", "runtime_probe", str(pkg), "--fast", "--json", str(report)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd)
+    data = json.loads(report.read_text()) if report.exists() else {"phases": []}
+    _common(f, proc, data, time.monotonic() - started)
+    f.check(proc.returncode == 0, f"exit {proc.returncode}, expected 0: {_codes(data)}")
+    return f
+
+
+def torch_broken(pkg: Path, work: Path) -> Fault:
+    f = Fault("torch crashes at import", "the child's torch (first on PYTHONPATH) dies with SIGSEGV while importing")
+    broken = work / "broken" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("import ctypes\nctypes.string_at(0)\n")
+    proc, report, seconds = _probe(pkg, work, None, PYTHONPATH=str(broken.parent))
+    _common(f, proc, report, seconds)
+    f.check(proc.returncode == 1, f"exit {proc.returncode}, expected 1")
+    f.check(_codes(report) == "env.torch_broken", f"found {_codes(report)}, expected env.torch_broken alone")
     return f
 
 
@@ -450,5 +529,9 @@ SCENARIOS: dict[str, Callable[[Path, Path], Fault]] = {
     "tmpdir_read_only": tmpdir_read_only,
     "memory_limit": memory_limit,
     "sigterm": sigterm,
+    "sighup": sighup,
+    "gdb_grandchild": gdb_grandchild,
+    "cwd_modules": cwd_modules,
+    "torch_broken": torch_broken,
     "fifo_package": fifo_package,
 }

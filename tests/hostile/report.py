@@ -23,7 +23,7 @@ from pathlib import Path
 
 from runtime_probe.host.cpu import cpu_model
 
-from .corpus_calls import CallOutcome, run_calls
+from .corpus_calls import PACKAGES, CallOutcome, run_calls
 from .faults import SCENARIOS, Fault
 from .make_corpus import make_corpus, make_keys
 from .runner import Outcome, run_isolated
@@ -32,19 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 COMMAND = "python -m tests.hostile.report > docs/reliability.md"
 
 
-def build_package(folder: Path) -> Path:
-    out = folder / "static.pt2"
-    argv = [
-        sys.executable,
-        "-m",
-        "aoti_guard",
-        "build",
-        f"{REPO}/tests/integration/models.py:static",
-        "-o",
-        str(out),
-        "--no-debug-twin",
-        "-q",
-    ]
+def build_package(folder: Path, name: str = "static") -> Path:
+    """One of the call corpus's packages (``PACKAGES``; ``static`` is the probe corpus's too)."""
+    out = folder / f"{name}.pt2"
+    argv = [sys.executable, "-m", "aoti_guard", "build", f"{REPO}/{PACKAGES[name]}", "-o", str(out), "--no-debug-twin", "-q"]
     subprocess.run(argv, check=True, cwd=REPO)
     return out
 
@@ -148,8 +139,10 @@ def _call_lines(calls: Sequence[CallOutcome]) -> list[str]:
         "## Hostile calls into the guarded loader",
         "",
         "Tensors a caller can hand `runtime_probe.load(PKG)` and `load_constants` (`tests/hostile/corpus_calls.py`), run in a",
-        "child process (the serving process stands in for it). Each must be refused with the expected code before native",
-        "code runs, or run and equal plain AOTI's output on a plain contiguous copy.",
+        "child process (the serving process stands in for it) against the package in the `package` column (`PACKAGES` there:",
+        "`static`; `embed`, a 1000-row embedding; `transposed_8k` and `channels_last_16hw`, derived sizes over non-contiguous",
+        "layouts), loaded with the defaults. Each must be refused with the expected code before native code runs, or run and",
+        "equal plain AOTI's output on a fresh copy in the compiled layout.",
         "",
         f"- calls tried: {len(calls)}",
         f"- refused with the expected code: {sum(c.ok for c in refused)} of {len(refused)}",
@@ -157,14 +150,14 @@ def _call_lines(calls: Sequence[CallOutcome]) -> list[str]:
         f"- serving-process crashes: {sum(c.result == 'crashed' for c in calls)}",
         f"- wrong results accepted: {sum(c.result == 'ran' and c.equal is False for c in calls)}",
         "",
-        "| call | group | what it is | expected | found | result |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| call | group | package | what it is | expected | found | result |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in calls:
         expect = ", ".join(sorted(c.case.expect)) or "runs, equal to plain AOTI"
         found = c.code or (f"ran, {'equal' if c.equal else 'NOT equal'}" if c.result == "ran" and c.equal is not None else c.result)
         lines.append(
-            f"| `{c.case.name}` | {c.case.group} | {c.case.what} | {expect} | {found} | {'as expected' if c.ok else '**UNEXPECTED**'} |"
+            f"| `{c.case.name}` | {c.case.group} | {c.case.package} | {c.case.what} | {expect} | {found} | {'as expected' if c.ok else '**UNEXPECTED**'} |"
         )
     return lines
 
@@ -195,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = folder / "faults" / name
             work.mkdir(parents=True)
             faults.append(scenario(package, work))
-        calls = run_calls(package)
+        calls = run_calls({"static": package, **{n: build_package(folder, n) for n in PACKAGES if n != "static"}})
         sys.stdout.write(render(outcomes, faults, package, calls))
     return 0 if all(o.ok for o in outcomes) and not any(f.problems for f in faults) and all(c.ok for c in calls) else 1
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,19 @@ def embed_pkg(pkg_dir: Path) -> Built:
     built = build_package(pkg_dir, "embed", f"{MODELS}:embed", "--no-debug-twin")
     assert built.returncode == 0, built.stdout + built.stderr
     return built
+
+
+@pytest.fixture(scope="session")
+def guard_pkg(pkg_dir: Path) -> Callable[[str], Path]:
+    """The package of a factory in guard_models.py (issue 25: derived sizes over non-contiguous
+    layouts, a tiny DistilBERT), built on first use, once per session, without a debug twin."""
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            b = build_package(pkg_dir, name, f"{HERE / 'guard_models.py'}:{name}", "--no-debug-twin")
+            assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
+            built[name] = b.path
+        return built[name]
+
+    return get

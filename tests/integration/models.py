@@ -252,3 +252,36 @@ class WeightedSqrt(torch.nn.Module):
 def weighted_sqrt() -> Any:
     torch.manual_seed(5)
     return WeightedSqrt().eval(), (torch.rand(4, 512) + 0.5,)
+
+
+class SizeBranch(torch.nn.Module):
+    """Branches on its input's size: torch.export traces the branch of the example (h*w == 64)
+    and keeps the guard ``(L['x'].size()[1]*L['x'].size()[2]) == 64``; AOTInductor does not
+    check it, so the bare package computes sin(x) + 1 for every size."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] * x.shape[2] == 64:
+            return x.sin() + 1
+        return x.cos() * 2
+
+
+def size_branch() -> Any:
+    torch.manual_seed(9)
+    h, w = Dim("h", min=2, max=32), Dim("w", min=2, max=32)
+    return BuildSpec(SizeBranch().eval(), (torch.randn(2, 8, 8),), {}, {"x": {1: h, 2: w}}, name="size_branch")
+
+
+class SizeRelation(torch.nn.Module):
+    """Adds y to x where their lengths are equal: declared as two dynamic dims, export unifies
+    them into one symbol and keeps the guard ``L['x'].size()[0] == L['y'].size()[0]``."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == y.shape[0]:
+            return x + y
+        return x * 2 + y.sum(0)
+
+
+def size_relation() -> Any:
+    torch.manual_seed(10)
+    dynamic = {"x": {0: Dim.DYNAMIC}, "y": {0: Dim.DYNAMIC}}
+    return BuildSpec(SizeRelation().eval(), (torch.randn(3, 2), torch.randn(3, 2)), {}, dynamic, name="size_relation")

@@ -31,3 +31,18 @@ def test_cpu_isa_x86_64_v3_is_built_recorded_and_checked(tmp_path: Path) -> None
     assert m["target"]["march"] == "x86-64-v3"
     assert "avx2" in m["target"]["cpu_isa"] and not any(f.startswith("avx512") for f in m["target"]["cpu_isa"])
     assert m["inductor_configs"].get("cpp.march") == "x86-64-v3"
+
+
+def test_the_default_build_is_portable_and_passes_strict(tmp_path: Path) -> None:
+    """No --cpu-isa: the package targets x86-64-v3 (targets.DEFAULT_CPU_ISA), so an AVX-512 build
+    host no longer warns build.isa_beyond_baseline and the default build passes --strict."""
+    out, report_path = tmp_path / "default.pt2", tmp_path / "default.json"
+    proc = run_cli("build", f"{MODELS}:static", "-o", str(out), "--json", str(report_path), "--no-debug-twin", "--strict")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(report_path.read_text())
+    compile_phase = next(p for p in report["phases"] if p["name"] == "compile")
+    target = compile_phase["detail"]["target"]
+    assert target["cpu_isa"] == "x86-64-v3" and target["march"] == "x86-64-v3" and target["cpu_isa_given"] is False
+    assert not [f for f in compile_phase["findings"] if f["code"] == "build.isa_beyond_baseline"]
+    counts = target["instructions"]
+    assert counts is not None and counts["avx512"] == 0 and counts["amx"] == 0

@@ -24,7 +24,7 @@ def test_export_suggestion_is_in_the_hint_and_the_cli_takes_it(pkg_dir: Path) ->
     finding = _finding(refused.report, "build.export_failed")
     assert "torch.export suggests:" in finding["hint"]
     assert "seq = 8*_seq" in finding["hint"] and "_seq = Dim('_seq'" in finding["hint"]
-    assert "--dynamic INPUT:DIM=8*_seq" in finding["hint"]
+    assert "--dynamic x:1=8*_seq:1..8" in finding["hint"]  # asked 1..64: the multiples of 8 in it, 8..64
     assert "Traceback" not in refused.stdout + refused.stderr
 
     built = build_package(pkg_dir, "groups8", f"{MODELS}:groups8", "--no-debug-twin", "--dynamic", "x:1=8*seq8:1..8")
@@ -39,6 +39,9 @@ def test_export_suggestion_is_in_the_hint_and_the_cli_takes_it(pkg_dir: Path) ->
     inspected = run_cli("inspect", "--json", str(built.path))
     manifest = json.loads(inspected.stdout)["manifest"]
     assert manifest["io"]["symbols"] == [{"name": "seq8", "min": 1, "max": 8, "sources": []}]
+    text = run_cli("inspect", str(built.path)).stdout  # no empty "()" after a symbol no input dim equals
+    assert "symbol   seq8 in [1, 8]  (in derived sizes only: no input dimension equals it)" in text, text
+    assert "--json takes a PATH now" in inspected.stderr  # the old switch form still works, with a warning
     out_shape = manifest["io"]["outputs"][0]["tensor"]
     assert out_shape["shape"][1] == {"expr": "seq8", "min": 1, "max": 8}
     assert out_shape["stride"] == ["seq8", 1]  # the user's name, not torch's s9

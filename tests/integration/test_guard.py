@@ -221,3 +221,19 @@ def test_weights_are_checked_before_load_constants(example_pkg: Built) -> None:
     after = example_model(x, mask)
     # zero weights: every row is the (inlined) output bias alone
     assert torch.equal(after[0], after[1]) and not torch.equal(before, after)
+
+
+def test_a_size_outside_the_range_says_how_to_accept_it(mixed_model: Any) -> None:
+    """The batch-above-maximum error (and below-minimum) carries a hint: the range the package
+    accepts and the --dynamic flag that would build one accepting the size."""
+    import torch
+
+    scale = torch.rand(8, dtype=torch.float16) + 0.5
+    with pytest.raises(InputContractError, match="above the maximum 32 of 'batch'") as info:
+        mixed_model(torch.randn(40, 8), torch.randint(0, 10, (40,)), scale=scale)
+    assert info.value.hint == (
+        "the package accepts batch in 2..32; to accept 40, rebuild it with a wider range (--dynamic x:0=batch:2..40)"
+    )
+    with pytest.raises(InputContractError, match="below the minimum 2 of 'batch'") as info:
+        mixed_model(torch.randn(1, 8), torch.randint(0, 10, (1,)), scale=scale)
+    assert info.value.hint is not None and "(--dynamic x:0=batch:1..32)" in info.value.hint

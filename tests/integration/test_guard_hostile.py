@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from runtime_probe import load
 from runtime_probe.errors import InputContractError
 from runtime_probe.guard.load import GuardedModel
-from tests.hostile.corpus_calls import CallOutcome, run_calls
+from tests.hostile.corpus_calls import PACKAGES, CallOutcome, run_calls
 
 from .conftest import Built
 
@@ -23,14 +25,18 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def call_outcomes(static_pkg: Built) -> list[CallOutcome]:
-    return run_calls(static_pkg.path)
+def call_outcomes(static_pkg: Built, embed_pkg: Built, guard_pkg: Callable[[str], Path]) -> list[CallOutcome]:
+    packages = {"static": static_pkg.path, "embed": embed_pkg.path}
+    return run_calls({**packages, **{name: guard_pkg(name) for name in PACKAGES if name not in packages}})
 
 
 def test_every_hostile_call_is_refused_or_right(call_outcomes: list[CallOutcome]) -> None:
     """The corpus of calls (tests/hostile/corpus_calls.py), run in a child: on main, FakeTensor,
     TwoTensor and the lying subclass reached native code, sparse CSR/mkldnn/nested raised bare
-    RuntimeErrors, a TwoTensor weight segfaulted in load_constants and deepcopy raised TypeError."""
+    RuntimeErrors, a TwoTensor weight segfaulted in load_constants and deepcopy raised TypeError.
+    Issue 25: a zero tensor, a resized or shrunk storage and the functorch wrappers reached native
+    code (raw errors, or a read past the storage), an id past the table aborted the process, and
+    strides over a derived size were never checked."""
     bad = [f"{o.case.name}: {o.result} {o.code} {o.detail}" for o in call_outcomes if not o.ok]
     assert not bad, bad
     assert not [o for o in call_outcomes if o.result == "crashed"]
@@ -85,7 +91,7 @@ def test_check_values_names_the_id_and_its_index(mixed: GuardedModel) -> None:
     x, ids, scale = _mixed_inputs()
     manifest = _with_value_range(mixed, "ids", (0, 9))  # Embedding(10, 8)
     checked = GuardedModel(mixed.compiled, manifest, "cpu", None, check_values=True)
-    unchecked = GuardedModel(mixed.compiled, manifest, "cpu", None)
+    unchecked = GuardedModel(mixed.compiled, manifest, "cpu", None, check_values=False)
     assert checked(x, ids, scale=scale)[1].equal(ids * 2)
     bad = ids.clone()
     bad[2] = 1_000_000_000
@@ -95,7 +101,9 @@ def test_check_values_names_the_id_and_its_index(mixed: GuardedModel) -> None:
     assert str(info.value).startswith("ids holds 1000000000 at [2]; the table has 10 rows")
     with pytest.raises(InputContractError, match=r"ids holds -1 at \[0\]"):
         checked(x, torch_full_like(ids, -1), scale=scale)
-    unchecked.check(x, bad, scale=scale)  # off by default: no value is read
+    unchecked.check(x, bad, scale=scale)  # the opt-out: no value is read
+    with pytest.raises(InputContractError, match="ids holds 1000000000"):
+        GuardedModel(mixed.compiled, manifest, "cpu", None)(x, bad, scale=scale)  # on CPU, checked by default
 
 
 def torch_full_like(t: Any, value: int) -> Any:

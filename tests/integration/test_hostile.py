@@ -71,6 +71,9 @@ def test_corpus_covers_every_group_the_issue_names(corpus: list[Case]) -> None:
         "cli-fifo-as-public-key",
         "cli-name-ansi-clear",
         "cli-hashes-150k-missing",
+        "cli-save-inputs-over-inputs",  # issue 25: the one path rule
+        "cli-junit-and-log-file-one-file",
+        "cli-parse-error-junit-over-inputs",
     ):
         assert needed in names
     assert len(names) == len(corpus) >= 120

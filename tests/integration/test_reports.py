@@ -85,8 +85,11 @@ def test_iterations_latency_and_saved_golden_io(example_pkg: Built, tmp_path: Pa
     validate("probe-report", report)
     golden = next(p for p in report["phases"] if p["name"] == "golden")
     latency = golden["detail"]["runs"][0]["latency_ms"]
-    assert latency["n"] == 7 and 0 < latency["min"] <= latency["p50"] <= latency["p99"] <= latency["max"]
-    assert re.search(r"latency example: p50 \d+\.\d{3} ms, p99 \d+\.\d{3} ms \(min .*7 runs\)", proc.stderr)
+    assert latency["n"] == 7 and 0 < latency["min"] <= latency["p50"] <= latency["max"]
+    assert "p99" not in latency and [o["name"] for o in latency["omitted"]] == ["p90", "p95", "p99"]  # 7 calls: p50 only
+    assert latency["std"] >= 0 and latency["throughput_per_s"] > 0 and latency["warmup"] == 10
+    assert re.search(r"latency example: p50 [\d.e-]+ ms, mean [\d.e-]+ ± [\d.e-]+ ms \(min .*7 runs after 10 warm-up\)", proc.stderr)
+    assert "p90 omitted (needs 10 runs), p95 omitted (needs 20 runs), p99 omitted (needs 100 runs)" in proc.stderr
 
     from safetensors.torch import load_file
 

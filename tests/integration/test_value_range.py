@@ -52,10 +52,11 @@ def test_ids_within_the_table_run(embed_pkg: Built, tmp_path: Path) -> None:
     assert "input.value_range" not in codes(report)
 
 
-def test_the_guarded_loader_checks_the_recorded_range_on_request(embed_pkg: Built) -> None:
+def test_the_guarded_loader_checks_the_recorded_range_by_default_on_cpu(embed_pkg: Built) -> None:
     """Issue 13 case 4, the loader half, through the public entry point on the package the build
-    wrote: runtime_probe.load(..., check_values=True) raises input.value_range before the call; by
-    default no value is read (the check would synchronise the GPU)."""
+    wrote: runtime_probe.load(...) raises input.value_range before the call, by default on CPU
+    (issue 25: on main it was off unless asked, and an id past the table aborted the process);
+    check_values=False is the opt-out, which reads no value."""
     import torch
 
     import runtime_probe
@@ -63,14 +64,15 @@ def test_the_guarded_loader_checks_the_recorded_range_on_request(embed_pkg: Buil
 
     ids = torch.randint(0, 1000, (4, 6))
     ids[2, 5] = 1_000_000_000
-    checked = runtime_probe.load(embed_pkg.path, check_values=True)
-    with pytest.raises(InputContractError) as info:
-        checked(ids)
-    assert (info.value.code, info.value.argument) == ("input.value_range", "ids")
-    assert str(info.value).startswith("ids holds 1000000000 at [2, 5]; the table has 1000 rows")
+    for checked in (runtime_probe.load(embed_pkg.path), runtime_probe.load(embed_pkg.path, check_values=True)):
+        assert (checked.value_mode, checked.check_values) == ("sync", True)
+        with pytest.raises(InputContractError) as info:
+            checked(ids)
+        assert (info.value.code, info.value.argument) == ("input.value_range", "ids")
+        assert str(info.value).startswith("ids holds 1000000000 at [2, 5]; the table has 1000 rows")
     good = ids.clone()
     good[2, 5] = 999
-    unchecked = runtime_probe.load(embed_pkg.path)
+    unchecked = runtime_probe.load(embed_pkg.path, check_values=False)
     assert checked(good).equal(unchecked(good))
-    assert unchecked.check_values is False
-    unchecked.check(ids)  # off by default: the out-of-range id is not looked at (and not called)
+    assert (unchecked.value_mode, unchecked.check_values) == ("off", False)
+    unchecked.check(ids)  # the opt-out: the out-of-range id is not looked at (and not called)

@@ -30,6 +30,16 @@ def test_keep_onnx_folder_must_exist(tmp_path: Path) -> None:
     check_options(_options(tmp_path, reference="onnxruntime", keep_onnx=str(tmp_path / "m.onnx")))
 
 
+def test_output_folder_is_created(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "deeper" / "m.pt2"
+    check_options(BuildOptions(output=str(out)))
+    assert out.parent.is_dir() and not out.exists()  # the folder, before any slow work; not the package
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot create the output folder"):
+        check_options(BuildOptions(output=str(blocker / "m.pt2")))
+
+
 def test_unknown_reference_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown reference"):
         check_options(_options(tmp_path, reference="tensorrt"))

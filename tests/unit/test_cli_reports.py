@@ -54,7 +54,7 @@ def test_a_report_over_the_package_is_refused(cli: str, flag: str, unsigned: tup
     before = pkg.read_bytes()
     assert ENTRY_POINTS[cli]([str(pkg), "--public-key", str(pub), flag, str(pkg)]) == 2
     assert pkg.read_bytes() == before
-    assert "is the package being checked" in capsys.readouterr().err
+    assert "would overwrite the package being checked" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("which", ["key", "weights"])

@@ -26,3 +26,17 @@ def test_every_registered_code_is_used_somewhere() -> None:
 def _built_dynamically(code: str) -> bool:
     # f"{stage}.crash", f"{stage}.native_frames", ... are emitted by stage
     return code.split(".", 1)[1] in {"crash", "error", "timeout", "native_frames"}
+
+
+def test_findings_doc_gives_severity_and_a_fix() -> None:
+    """docs/findings.md says each code's severity and a hint to act on, read from where it is raised."""
+    rows = {
+        line.split("|")[1].strip(" `"): [c.strip() for c in line.split("|")[2:-1]]
+        for line in (ROOT / "docs" / "findings.md").read_text().splitlines()
+        if line.startswith("| `")
+    }
+    severity, _, fix, exit_code = rows["archive.hash_mismatch"]
+    assert severity == "error" and "do not load it" in fix and exit_code == "1"
+    assert rows["build.isa_beyond_baseline"][0] == "warning" and "--cpu-isa x86-64-v3" in rows["build.isa_beyond_baseline"][2]
+    assert rows["input.range"][0] == "error"  # the guarded loader's contract errors
+    assert sum(1 for r in rows.values() if r[0] != "-") > len(rows) * 2 // 3

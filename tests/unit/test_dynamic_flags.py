@@ -56,6 +56,6 @@ def test_the_hint_carries_the_suggestion_and_the_cli_form() -> None:
 
     hint = export_hint(UserError(_TORCH_ERROR))
     assert "seq = 8*_seq" in hint and "_seq = Dim('_seq', min=1, max=64)" in hint
-    assert "--dynamic INPUT:DIM=8*_seq:1..64" in hint
+    assert "--dynamic x:1=8*_seq:1..64" in hint  # the input torch's line names, with torch's own range for _seq
     bare = export_hint(UserError("Constraints violated (seq)! For more information"))
     assert "narrow the Dim range" in bare

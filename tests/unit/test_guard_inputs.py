@@ -81,6 +81,20 @@ def _fake() -> Any:
         return torch.randn(4, 16)
 
 
+def _resized(t: torch.Tensor, nbytes: int) -> torch.Tensor:
+    """``t`` after its storage was resized to ``nbytes`` (a view taken before keeps its sizes)."""
+    t.untyped_storage().resize_(nbytes)
+    return t
+
+
+def _shrunk() -> torch.Tensor:
+    """Rows 2..5 of a [6, 16] tensor whose storage then shrank to 64 floats."""
+    base = torch.randn(6, 16)
+    view = base[2:6]
+    base.untyped_storage().resize_(64 * 4)
+    return view
+
+
 x4 = torch.randn(4, 16)
 CASES: dict[str, tuple[Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], str, str | None]] = {
     "not a tensor": (lambda: _call(x=[[0.0] * 16] * 4), "input.type", "x"),
@@ -104,6 +118,9 @@ CASES: dict[str, tuple[Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], str
     "shared symbol differs by keyword": (lambda: _call(ids=torch.zeros(5, dtype=torch.int64)), "input.range", "ids"),
     "transposed": (lambda: _call(x=torch.randn(16, 4).t()), "input.stride", "x"),
     "symbolic stride": (lambda: _call(y=torch.randn(3, 4).t()), "input.stride", "y"),
+    "zero tensor": (lambda: _call(x=torch._efficientzerotensor((4, 16))), "input.storage", "x"),
+    "storage resized to 0": (lambda: _call(x=_resized(torch.randn(4, 16), 0)), "input.storage", "x"),
+    "storage shrunk under a view": (lambda: _call(x=_shrunk()), "input.storage", "x"),
     "constant value": (lambda: _call(n=4), "input.value", "n"),
     "constant as tensor": (lambda: _call(n=torch.tensor(3)), "input.type", "n"),
     "missing keyword": (lambda: (_call()[0], {}), "input.count", "ids"),
@@ -306,3 +323,60 @@ def test_a_size_over_a_symbol_no_input_carries_must_be_one_it_can_take() -> None
     assert (odd_side.code, odd_side.argument) == ("input.range", "image")
     disagree = _raised(lambda: checker.check(ids, torch.zeros(2, 24, dtype=torch.int64), image))
     assert (disagree.code, disagree.argument) == ("input.range", "mask") and "'8*seq8' is 16" in str(disagree)
+
+
+def _derived_manifest(shape: list[Any], stride: list[Any], symbols: list[dict[str, Any]], contiguous: bool = False) -> Manifest:
+    import json
+
+    m = copy.deepcopy(minimal())
+    m["io"]["params"] = [{"name": "x", "kind": "positional_or_keyword", "passed": "positional"}]
+    spec = {**_tensor("float32", shape, stride), "contiguous": contiguous}
+    m["io"]["inputs"] = [{"name": "x", "param": "x", "kind": "tensor", "index": 0, "tensor": spec}]
+    m["io"]["symbols"] = symbols
+    return parse_manifest(json.dumps(m).encode())
+
+
+def test_strides_over_a_derived_size_are_checked_once_it_is_bound() -> None:
+    """Issue 25, defect 1: x [8*s, 4] with strides (1, 8*s). On main the stride rule returned on
+    the unbound s, so a contiguous x ran (off by 8.0 in a real package)."""
+    manifest = _derived_manifest([{"expr": "8*s", "min": 8, "max": 64}, 4], [1, "8*s"], [{"name": "s", "min": 1, "max": 8}])
+    checker = InputChecker(manifest, torch.device("cpu"))
+    assert checker.fast is None  # a derived size: the diagnosing path decides
+    good = torch.randn(4, 16).t()
+    assert checker.check(good)[0][0] is good
+    err = _raised(lambda: checker.check(torch.randn(16, 4)))
+    assert (err.code, err.argument, err.expected, err.found) == ("input.stride", "x", "(1, 16)", "(4, 1)")
+
+
+def test_every_symbol_a_size_determines_is_bound_in_as_many_passes_as_it_takes() -> None:
+    """x [2*a + b, 8*a]: b is known only once a is (from the second dim); then the strides
+    (1, 2*a + b) are checked, not skipped."""
+    shape = [{"expr": "2*a + b", "min": 1, "max": 100}, {"expr": "8*a", "min": 8, "max": 64}]
+    manifest = _derived_manifest(shape, [1, "2*a + b"], [{"name": "a", "min": 1, "max": 8}, {"name": "b", "min": 0, "max": 9}])
+    checker = InputChecker(manifest, torch.device("cpu"))
+    good = torch.randn(16, 7).t()  # a = 2, b = 3
+    assert checker.check(good)[0][0] is good
+    assert _raised(lambda: checker.check(torch.randn(7, 16))).code == "input.stride"
+
+
+def test_a_rule_no_input_lets_evaluate_refuses_the_call() -> None:
+    """x [a + b, 4]: no input determines a and b apart, so the size rule cannot be evaluated: the
+    call is refused (input.unchecked), never passed unchecked."""
+    shape = [{"expr": "a + b", "min": 2, "max": 20}, 4]
+    manifest = _derived_manifest(shape, [1, "a + b"], [{"name": "a", "min": 1, "max": 10}, {"name": "b", "min": 1, "max": 10}])
+    err = _raised(lambda: InputChecker(manifest, torch.device("cpu")).check(torch.randn(4, 6).t()))
+    assert (err.code, err.argument) == ("input.unchecked", "x")
+    assert "no input determines a, b" in str(err)
+
+
+def test_a_square_channels_last_image_strides_use_a_power() -> None:
+    """sympy prints a square image's strides with one symbol as ``768*h16**2``: on main symexpr
+    refused ``**`` (the archive checks rejected the package); now the strides are evaluated."""
+    side = {"expr": "16*h16", "min": 16, "max": 64}
+    manifest = _derived_manifest([1, 3, side, side], ["768*h16**2", 1, "48*h16", 3], [{"name": "h16", "min": 1, "max": 4}])
+    checker = InputChecker(manifest, torch.device("cpu"))
+    good = torch.rand(1, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    assert checker.check(good)[0][0] is good
+    err = _raised(lambda: checker.check(torch.rand(1, 3, 32, 32)))
+    assert (err.code, err.expected) == ("input.stride", "(3072, 1, 96, 3)")
+    assert err.hint == "the model was compiled for channels_last: pass x.contiguous(memory_format=torch.channels_last)"

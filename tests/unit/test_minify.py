@@ -72,3 +72,15 @@ def test_a_foreign_folder_is_never_reused(tmp_path: Path) -> None:
         check_minify_dir(str(target))
     (target / MARKER).write_text("")
     check_minify_dir(str(target))  # ours from a previous run
+
+
+def _with_stage(first: str) -> list:  # type: ignore[type-arg]
+    stage = error("build.first_divergence", "validate", "x", evidence={"first": first})
+    return [make_phase("validate", 0.0, [error("build.validation_failed", "validate", "x"), stage])]
+
+
+def test_the_minifier_runs_only_for_a_compiler_stage() -> None:
+    assert minify_reason(_with_stage("inductor")) is not None
+    assert minify_reason(_with_stage("package")) is not None
+    for before_the_compiler in ("eager", "export", "decompose"):
+        assert minify_reason(_with_stage(before_the_compiler)) is None

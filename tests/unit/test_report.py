@@ -91,8 +91,12 @@ def test_text_and_junit_escape_control_characters() -> None:
     )
     text = render_text(r)
     assert "\x1b" not in text and "\u202e" not in text and "\x00" not in text and "\x07" not in text
-    assert "\\x1b[31m\\u202e\\x0aFAKE LINE" in text
-    assert len(text.splitlines()) == 4  # the head, the phase, the finding, the verdict: no injected line
+    assert "\\x1b[31m\\u202e\\x0aFAKE LINE" in text  # the message stays one line
+    # a multi-line found is shown line by line (torch's messages are), each behind the "|" margin:
+    # the head, the phase, the finding, the found block, the verdict, and no line a package wrote alone
+    lines = text.splitlines()
+    assert lines[3:6] == ["            found:", "            | name\\x1b[31m\\u202e", "            | FAKE LINE\\x00"]
+    assert len(lines) == 7 and lines[-1] == "FAILED: 1 error(s), 0 warning(s)"
     ET.fromstring(junit_xml(r))  # well-formed XML (a raw \x1b or \x00 would not be)
 
 

@@ -214,3 +214,21 @@ def test_the_summary_divides_package_bytes_and_counts_shared_twins() -> None:
         }
     )
     assert summarized["twin"] == {"max_abs_vs_release": 0.0, "kernels": 2, "weights": "release"}
+
+
+def test_a_refusal_for_an_established_cause_is_a_catch_not_a_parity_failure() -> None:
+    """timm_vit_tiny on the GPU: the bare path shipped a package wrong at every size but 224 px;
+    aoti-guard's refusal for the export guard counts for parity (docs/zoo.md)."""
+    refused = _result("timm_vit_tiny", _bare(), None)
+    refused["build"]["error_codes"] = ["build.export_specialized", "build.validation_failed", "build.first_divergence"]
+    judged = parity.judge(refused)
+    assert judged["catch"] is True and judged["parity"] is True and judged["aoti_guard_ok"] is False
+    assert "caught 1 (timm_vit_tiny)" in parity.summary({"results": [judged]})
+    # a refusal that names no established cause is still a parity failure
+    plain = _result("other", _bare(), None)
+    plain["build"]["error_codes"] = ["build.validation_failed"]
+    assert parity.judge(plain)["catch"] is False and parity.judge(plain)["parity"] is False
+    # a bare path that failed too is parity as before, not a catch
+    both = _result("x", {"ok": False, "error": "export failed"}, None)
+    both["build"]["error_codes"] = ["build.export_specialized"]
+    assert parity.judge(both)["catch"] is False and parity.judge(both)["parity"] is True

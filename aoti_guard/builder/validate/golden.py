@@ -24,7 +24,7 @@ from typing import Any
 
 from runtime_probe import numerics as _numerics
 from runtime_probe.formats import symexpr as _symexpr
-from runtime_probe.package.manifest import Dim, IOContract, Symbol, Tolerance
+from runtime_probe.package.manifest import Dim, IOContract, ShapeGuard, Symbol, Tolerance
 
 __all__ = [
     "ATOL_FLOOR",
@@ -35,6 +35,8 @@ __all__ = [
     "ToleranceStats",
     "coverage",
     "make_samples",
+    "planned_assignments",
+    "satisfy_guards",
 ]
 
 MARGIN = 4.0
@@ -54,6 +56,7 @@ class Sample:
     symbols: dict[str, int]
     leaves: list[Any]  # in contract input order: tensors (CPU) and constant values
     outputs: list[Any] = field(default_factory=list)  # eager outputs (CPU), in contract output order
+    note: str = ""  # how it was made, where that is not the plain min/max/mid (moved to satisfy an export guard)
 
     def nbytes(self) -> int:
         return sum(int(t.numel() * t.element_size()) for t in [*self.leaves, *self.outputs] if hasattr(t, "element_size"))
@@ -113,6 +116,82 @@ def _assignments(symbols: Sequence[Symbol], example: Mapping[str, int], rng: ran
     return out
 
 
+def planned_assignments(contract: IOContract, example_leaves: Sequence[Any], *, seed: int = 0) -> list[tuple[str, dict[str, int]]]:
+    """The symbol values of the samples ``make_samples`` generates over the declared ranges (no
+    export guard applied): the example's, then min, max and mid, with the same seed."""
+    example = _example_symbols(contract, example_leaves)
+    return [("example", example), *_assignments(contract.symbols, example, random.Random(seed))]
+
+
+# Export guards (IOContract.guards) the samples must satisfy when the build accepts them: a sample
+# that breaks one is moved to the nearest values (L1 distance) that satisfy all, searched outward
+# over at most this many candidates.
+REPAIR_BUDGET = 200_000
+
+
+def _guard_conditions(guards: Sequence[ShapeGuard]) -> list[tuple[ShapeGuard, _symexpr.Cond]]:
+    out = []
+    for g in guards:
+        if g.expr is not None:
+            try:
+                out.append((g, _symexpr.compile_condition(g.expr)))
+            except _symexpr.ExprError:
+                continue
+    return out
+
+
+def _holds(conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]], env: Mapping[str, int]) -> bool:
+    try:
+        return all(cond(env) for _, cond in conds)
+    except _symexpr.ExprError:
+        return False
+
+
+def satisfy_guards(
+    env: Mapping[str, int],
+    conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]],
+    bounds: Mapping[str, tuple[int, int]],
+    budget: int = REPAIR_BUDGET,
+) -> dict[str, int] | None:
+    """The values nearest ``env`` (L1 distance, each symbol within its ``bounds``) for which every
+    condition holds; ``env`` itself when it does; None when none is found within ``budget`` tries.
+    Ties go to the first in a fixed order (lower values of the earlier symbols first)."""
+    names = sorted(env)
+    start = [env[n] for n in names]
+    tried = 0
+    widest = max((hi - lo for lo, hi in (bounds.get(n, (env[n], env[n])) for n in names)), default=0)
+    for distance in range(0, widest * max(len(names), 1) + 1):
+        for offset in _offsets(len(names), distance):
+            point = [v + o for v, o in zip(start, offset)]
+            if any(not (bounds.get(n, (p, p))[0] <= p <= bounds.get(n, (p, p))[1]) for n, p in zip(names, point)):
+                continue
+            tried += 1
+            candidate = dict(zip(names, point))
+            if _holds(conds, candidate):
+                return candidate
+            if tried >= budget:
+                return None
+    return None
+
+
+def _offsets(k: int, distance: int) -> Any:
+    """Integer vectors of length ``k`` whose absolute values sum to ``distance``."""
+    if k == 0:
+        if distance == 0:
+            yield ()
+        return
+    if k == 1:
+        yield from ((-distance,), (distance,)) if distance else ((0,),)
+        return
+    for first in range(-distance, distance + 1):
+        for rest in _offsets(k - 1, distance - abs(first)):
+            yield (first, *rest)
+
+
+def _guard_bounds(symbols: Sequence[Symbol], example: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    return {s.name: (s.min, s.max if s.max is not None else max(s.min, 2 * example[s.name], 2)) for s in symbols if s.name in example}
+
+
 def _shape_and_stride(spec: Any, env: Mapping[str, int]) -> tuple[list[int], list[int]]:
     shape = [d if isinstance(d, int) else _symexpr.compile_expr(d.expr)(env) for d in spec.shape]
     stride = [s if isinstance(s, int) else _symexpr.compile_expr(s)(env) for s in spec.stride]
@@ -134,9 +213,16 @@ def _resample(example: Any, shape: list[int], stride: list[int], gen: Any) -> An
     return out
 
 
-def make_samples(contract: IOContract, example_leaves: Sequence[Any], *, seed: int = 0) -> tuple[list[Sample], list[str]]:
+def make_samples(
+    contract: IOContract, example_leaves: Sequence[Any], *, seed: int = 0, guards: Sequence[ShapeGuard] = ()
+) -> tuple[list[Sample], list[str]]:
     """The example sample and generated boundary samples (without outputs yet). Also returns notes
-    on samples that could not be generated."""
+    on samples that could not be generated.
+
+    ``guards``: export guards the build accepted (--allow-export-guards): a min/max/mid sample that
+    breaks one is moved to the nearest sizes that satisfy them all (the sample's ``note`` says
+    from where). Without them the samples span the declared ranges, and those that break a guard
+    are the evidence that the bare package computes the wrong branch there."""
     import torch
 
     notes: list[str] = []
@@ -147,7 +233,17 @@ def make_samples(contract: IOContract, example_leaves: Sequence[Any], *, seed: i
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     seen = {tuple(sorted(example_syms.items()))}
+    conds = _guard_conditions(guards)
     for sample_id, env in _assignments(contract.symbols, example_syms, rng):
+        sample_note = ""
+        if conds and not _holds(conds, env):
+            moved = satisfy_guards(env, conds, _guard_bounds(contract.symbols, example_syms))
+            words = "; ".join(g.words for g, _ in conds)
+            if moved is None:
+                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no sizes near it satisfy the export guard(s) {words}")
+                continue
+            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest sizes that satisfy the export guard(s) {words}"
+            env = moved
         key = tuple(sorted(env.items()))
         if key in seen:
             continue
@@ -163,18 +259,33 @@ def make_samples(contract: IOContract, example_leaves: Sequence[Any], *, seed: i
         except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
             notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: {exc}")
             continue
-        samples.append(Sample(sample_id, dict(env), leaves))
+        samples.append(Sample(sample_id, dict(env), leaves, note=sample_note))
     return samples, notes
 
 
-def coverage(contract: IOContract, samples: Sequence[Sample]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def coverage(
+    contract: IOContract, samples: Sequence[Sample], *, guards_accepted: bool = False
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Which values each free symbol took over ``samples``, and the symbols whose min or max no
-    sample reached (the gaps a partial build would hide)."""
+    sample reached (the gaps a partial build would hide).
+
+    ``guards_accepted`` (--allow-export-guards): a symbol an export guard restricts is not a gap
+    (its bounds may break the guard; its table row names the guards instead)."""
     table: dict[str, dict[str, Any]] = {}
     gaps: list[str] = []
+    restricted: dict[str, list[str]] = {}
+    for g in (contract.guards or ()) if guards_accepted else ():
+        try:
+            for name in _symexpr.free_symbols(g.expr or ""):
+                restricted.setdefault(name, []).append(g.words)
+        except _symexpr.ExprError:
+            continue
     for sym in contract.symbols:
         seen = sorted({s.symbols[sym.name] for s in samples if sym.name in s.symbols})
         table[sym.name] = {"min": sym.min, "max": sym.max, "tested": seen}
+        if sym.name in restricted:
+            table[sym.name]["restricted_by"] = restricted[sym.name]
+            continue
         if not seen:
             gaps.append(f"{sym.name}: no sample gave it a value")
             continue

@@ -22,11 +22,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aoti_guard.builder import resources
 from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import diagnose
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
+from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.compare import Comparison, ValidationResult
 from aoti_guard.builder.validate.golden import Sample, coverage, make_samples
@@ -60,8 +62,14 @@ _REPORTER = failures.Reporter(
 
 
 def failure_finding(exc: ChildFailure, what: str, stage: str) -> Finding:
-    """A child failure as a finding: load.* or run.* by ``stage``, with the captured evidence."""
-    return failures.failure_finding(exc, what, stage, _REPORTER)
+    """A child failure as a finding: load.* or run.* by ``stage``, with the captured evidence; a
+    child that ran out of a resource (memory, disk, the file-size limit, SIGKILL) is
+    ``build.resource_exhausted`` (builder/resources.py), the machine's doing, not the package's."""
+    finding = failures.failure_finding(exc, what, stage, _REPORTER)
+    exhausted = resources.from_child(exc)
+    if exhausted is None:
+        return finding
+    return resources.finding(exhausted, PHASE, what, evidence={"child_finding": finding.code, **finding.evidence})
 
 
 def compiled_sample(run: ChildRun, key: str, g: GoldenSample) -> list[Any] | ChildFailure:
@@ -153,6 +161,9 @@ class Validation:
     reference: dict[str, Any] | None = None  # the ONNX Runtime reference's detail (--reference onnxruntime)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> min, max, values tested
     timings: list[dict[str, Any]] = field(default_factory=list)  # per sample: seconds of eager, fp64, compiled, compare
+    margins: list[dict[str, Any]] = field(default_factory=list)  # per output: the worst error against its tolerance
+    eager_repeat: dict[str, Any] | None = None  # eager's example outputs from export vs from validation
+    stages: list[dict[str, Any]] | None = None  # the stage bisection's rows, when compiled differed from eager
 
 
 def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
@@ -161,7 +172,8 @@ def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out
 
     args, kwargs = ep.example_inputs
     ordered = {k: kwargs[k] for k in spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
-    samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed)
+    guards = (contract.guards or ()) if options.allow_export_guards else ()  # accepted export guards: samples satisfy them
+    samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed, guards=guards)
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
     return samples
 
@@ -180,10 +192,29 @@ def _coverage_finding(gaps: Sequence[str], allowed: bool) -> Finding:
     )
 
 
+def _torch_in_child(run: ChildRun, facts: dict[str, Any]) -> Finding | None:
+    """The child's host facts (into ``facts``); a finding when it cannot import torch (an env.*
+    finding: the package was not opened yet, so it is never a load.crash)."""
+    try:
+        facts.update(run.worker.collect("facts", run.timeout) or {})
+    except ChildFailure as exc:
+        return failures.torch_import_finding(exc, PHASE)
+    if "torch" in facts:
+        return None
+    return error(
+        "env.torch_missing",
+        PHASE,
+        "the validation child cannot import torch, which this build process imported",
+        expected="import torch succeeds in a fresh interpreter",
+        found=str(facts.get("torch_error", "no torch"))[:300],
+        hint="a sitecustomize, .pth file or PYTHONPATH entry that the children see differs from this process's; "
+        + (f"the child found torch at {facts['torch_origin']}" if facts.get("torch_origin") else "check python -P -c 'import torch'"),
+    )
+
+
 def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt2: str, facts: dict[str, Any]) -> None:
-    """Host facts (into ``facts``), then the release model loaded in the child (with the program's
-    own weights when the package carries none). Raises ChildFailure."""
-    facts.update(run.worker.collect("facts", run.timeout) or {})
+    """The release model loaded in the child (with the program's own weights when the package
+    carries none). Raises ChildFailure."""
     loaded = run.worker.request(
         "load", run.timeout, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=run.device_index
     )
@@ -275,13 +306,17 @@ class _Steps:
         fp64: Float64Reference | None,
         reference: reference_onnx.Reference | None,
         out: Validation,
+        *,
+        fp64_rule: bool = True,
     ) -> None:
         self.eager_fn, self.contract, self.options, self.run = eager_fn, contract, options, run
         self.fp64_reference, self.reference, self.out = fp64, reference, out
         self.index = {g.id: g for g in run.index}
         # A CUDA build compares on its GPU, a chunk at a time: on the CPU, full-size logits took minutes.
         on_gpu = options.device if options.device.startswith("cuda") else None
-        self.comparison = Comparison(contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol, device=on_gpu)
+        self.comparison = Comparison(
+            contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol, device=on_gpu, fp64_rule=fp64_rule
+        )
         self.child_failures: list[Finding] = []
         self.crashed: GoldenSample | None = None
         self.child_gone = False
@@ -356,7 +391,16 @@ def run_validation(
     worker: Worker,
     release_pt2: str,
     twin_pt2: str | None,
+    *,
+    example_outputs: Any = None,
+    graph_causes: Sequence[str] = (),
 ) -> Validation:
+    """Validate the compiled package against eager on every golden sample.
+
+    ``example_outputs``: eager's outputs on the example from the export step: compared with this
+    step's own eager run of the example, they say whether eager repeats itself (when it does not,
+    the float64 rule is off: eager's noise must never widen a tolerance). ``graph_causes``: what
+    the export step found in the graph (random ops, buffer updates), named by the stage bisection."""
     out = Validation()
     samples = _generated_samples(ep, contract, options, out)
     if not samples:
@@ -366,7 +410,14 @@ def run_validation(
     if example_error is not None:
         out.findings.append(example_error)
         return out
+    out.eager_repeat = stages_mod.eager_repeat(contract, samples[0].outputs, example_outputs, options.atol, options.rtol)
+    repeatable = out.eager_repeat is None or out.eager_repeat["status"] == stages_mod.AGREES
+    if not repeatable:
+        note("eager gave two different answers on the example: the float64 rule is off (eager's noise is no floor)")
     note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")
+    for s in samples:
+        if s.note:
+            note(f"golden sample {s.id}: {s.note}")
     inputs_bytes, index = golden_payload(contract, [Sample(s.id, s.symbols, s.leaves) for s in samples])  # inputs only
     inputs_path = os.path.join(work, "golden-inputs.safetensors")
     with open(inputs_path, "wb") as fh:
@@ -379,6 +430,10 @@ def run_validation(
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
     with reference_onnx.reference(ep, work, inputs_path, index, contract, options, note) as reference:
         facts: dict[str, Any] = {}
+        broken = _torch_in_child(run, facts)
+        if broken is not None:  # the environment's doing: no load was tried, nothing to escalate
+            out.findings.append(broken)
+            return out
         try:
             _load_release(run, ep, configs, release_pt2, facts)
         except ChildFailure as exc:
@@ -388,13 +443,13 @@ def run_validation(
                 out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S, options.output)
             return out
         note("validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child")
-        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out)
+        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out, fp64_rule=repeatable)
         accepted = validate_each(samples, steps, out.timings)
         if fp64 is not None:
             fp64.close()
             if fp64.skipped is not None:
                 out.findings.append(fp64.skipped)
-        out.coverage, gaps = coverage(contract, accepted)
+        out.coverage, gaps = coverage(contract, accepted, guards_accepted=options.allow_export_guards)
         if gaps and not steps.child_gone:  # a child that died cut the samples short: its failure is the error
             out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
         out.findings += steps.child_failures
@@ -403,7 +458,10 @@ def run_validation(
             out.findings += diagnose.crash(release_pt2, run, facts, steps.crashed, ESCALATE_S, options.output)
         result = steps.comparison.finish()
         out.findings += result.findings
-        out.tolerances, out.table = result.tolerances, result.table
+        out.tolerances, out.table, out.margins = result.tolerances, result.table, result.margins
+        failed = next((f for f in result.findings if f.code == "build.validation_failed"), None)
+        if failed is not None and not steps.child_gone:
+            out.findings += _bisect(ep, eager_fn, contract, configs, options, run, samples, failed, graph_causes, note, out)
         if reference is not None:
             out.reference, ref_findings = reference.finish()
             out.findings += ref_findings
@@ -436,3 +494,32 @@ def _free_cached_gpu_memory(device: str) -> None:
 
     if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.empty_cache()
+
+
+def _bisect(
+    ep: Any,
+    eager_fn: Any,
+    contract: IOContract,
+    configs: Mapping[str, Any],
+    options: BuildOptions,
+    run: ChildRun,
+    samples: Sequence[Sample],
+    failed: Finding,
+    graph_causes: Sequence[str],
+    note: Callable[[str], None],
+    out: Validation,
+) -> list[Finding]:
+    """The stage bisection (stages.py) on the first sample that failed, the package rerun in the child."""
+    sample = next((s for s in samples if s.id == failed.evidence.get("sample")), None)
+    if sample is None:
+        return []
+    golden = next(g for g in run.index if g.id == sample.id)
+
+    def package() -> list[Any] | None:
+        got = compiled_sample(run, "release", golden)
+        return None if isinstance(got, ChildFailure) else got
+
+    note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
+    rows, findings = stages_mod.explain_failure(ep, eager_fn, contract, configs, options, sample, package, graph_causes, note)
+    out.stages = [r.to_dict() for r in rows]
+    return findings

@@ -1,0 +1,419 @@
+"""``aoti-guard diff A.pt2 B.pt2``: what differs between two packages, read from their manifests.
+
+A semantic diff, not a text diff: the contract (inputs, outputs, dtypes, dims, ranges, guards),
+tolerances, golden samples, target (device, CPU ISA, CUDA archs), toolchain, constants (names,
+shapes, hashes), the debug twin and the signature, each change said as ``item: A -> B``. Opens no
+native code and needs only the standard library. Entry hashes are not verified here (the manifest
+records them; ``python -m runtime_probe PKG --verify-only`` checks them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_probe import layout
+from runtime_probe.errors import UsageError
+from runtime_probe.findings import Severity
+from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
+from runtime_probe.package.manifest import (
+    MAX_MANIFEST_BYTES,
+    Dim,
+    InputSpec,
+    Manifest,
+    ManifestError,
+    OutputSpec,
+    TensorSpec,
+    TwinInfo,
+    parse_manifest,
+)
+from runtime_probe.report import clean
+from runtime_probe.trust.signature import SignatureFormatError, read_signature
+
+__all__ = ["DIFF_SCHEMA_VERSION", "SECTIONS", "Change", "PackageDiff", "diff_manifests", "diff_packages", "render_diff"]
+
+# The diff JSON's own version (runtime_probe/schemas/diff.schema.json), MAJOR.MINOR as reports.
+DIFF_SCHEMA_VERSION = "1.0"
+SECTIONS = ("contract", "tolerances", "golden", "target", "toolchain", "constants", "twin", "package")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference. ``a``/``b``: the value in each package, None where it has no such item."""
+
+    section: str  # one of SECTIONS
+    item: str  # "input x dim 0", "tolerance output atol"
+    a: str | None
+    b: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"section": self.section, "item": self.item, "a": self.a, "b": self.b}
+
+
+@dataclass(frozen=True)
+class PackageDiff:
+    a: dict[str, Any]  # path, bytes, sha256
+    b: dict[str, Any]
+    changes: tuple[Change, ...]
+
+    @property
+    def same(self) -> bool:
+        return not self.changes
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.same else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for c in self.changes if c.section == s) for s in SECTIONS}
+        return {
+            "schema_version": DIFF_SCHEMA_VERSION,
+            "kind": "diff",
+            "a": self.a,
+            "b": self.b,
+            "same": self.same,
+            "exit_code": self.exit_code,
+            "counts": {k: v for k, v in counts.items() if v},
+            "changes": [c.to_dict() for c in self.changes],
+        }
+
+
+def _read(path: str, label: str) -> tuple[Manifest, dict[str, Any]]:
+    """The package's manifest and its file facts (path, bytes, sha256, signer). Raises UsageError
+    (exit 2) when there is nothing to compare: no file, not a usable zip, no or a bad manifest."""
+    if not os.path.isfile(path):
+        raise UsageError(f"{label} {path}: no such file", hint="give two .pt2 packages: aoti-guard diff A.pt2 B.pt2")
+    archive, findings = open_archive(path)
+    if archive is None:
+        first = next((f for f in findings if f.severity is Severity.ERROR), None)
+        raise UsageError(
+            f"{label} {path} cannot be read as a package: {first.message if first else 'not a .pt2 archive'}",
+            hint=f"check it with: python -m runtime_probe {path} --verify-only",
+        )
+    with archive:
+        if not archive.has(layout.MANIFEST):
+            raise UsageError(
+                f"{label} {path} has no manifest (a plain AOTI package): there is no contract to compare",
+                hint=f"aoti-guard inspect {path} shows what it holds; build it with aoti-guard build to get a manifest",
+            )
+        try:
+            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+        except ManifestError as exc:
+            raise UsageError(f"{label} {path}: {exc}", hint=f"check it with: python -m runtime_probe {path} --verify-only") from None
+        except READ_ERRORS as exc:
+            raise UsageError(f"{label} {path}: the manifest cannot be read: {str(exc)[:200]}") from None
+        signer: str | None = None
+        if archive.has(layout.SIGNATURE):
+            try:
+                signer = f"key {read_signature(archive).key_id[:80]}"
+            except (SignatureFormatError, *READ_ERRORS):
+                signer = "an unreadable signature entry"
+    facts = {"path": os.path.abspath(path), "bytes": os.path.getsize(path), "sha256": sha256_file(path), "signed": signer}
+    return manifest, facts
+
+
+def diff_packages(a: str, b: str) -> PackageDiff:
+    """Compare two packages' manifests. Raises UsageError when either cannot be compared."""
+    ma, fa = _read(a, "A")
+    mb, fb = _read(b, "B")
+    changes = list(diff_manifests(ma, mb))
+    if fa["signed"] != fb["signed"]:
+        changes.append(Change("package", "signed", fa["signed"] or "unsigned", fb["signed"] or "unsigned"))
+    return PackageDiff(fa, fb, tuple(changes))
+
+
+def diff_manifests(a: Manifest, b: Manifest) -> Iterator[Change]:
+    """Every semantic difference between two manifests, section by section (SECTIONS' order)."""
+    yield from _contract(a, b)
+    yield from _tolerances(a, b)
+    yield from _golden(a, b)
+    yield from _fields("target", _target(a), _target(b))
+    yield from _fields("toolchain", _toolchain(a), _toolchain(b))
+    yield from _constants(a, b)
+    yield from _twin(a.twin, b.twin)
+    yield from _fields("package", _package(a), _package(b))
+
+
+# ---- rendering of single values (short, stable, comparable) --------------------------------
+
+
+def _dim(d: int | Dim) -> str:
+    if isinstance(d, int):
+        return str(d)
+    return f"{d.expr}[{d.min}..{'inf' if d.max is None else d.max}]"
+
+
+def _shape(t: TensorSpec) -> str:
+    return "(" + ", ".join(_dim(d) for d in t.shape) + ")"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _join(items: Iterable[str]) -> str:
+    return ", ".join(items) or "-"
+
+
+def _fields(section: str, a: Mapping[str, str | None], b: Mapping[str, str | None]) -> Iterator[Change]:
+    """A change for each key whose value differs (a key only one side has is None on the other)."""
+    for key in list(dict.fromkeys([*a, *b])):
+        va, vb = a.get(key), b.get(key)
+        if va != vb:
+            yield Change(section, key, va, vb)
+
+
+def _keyed(section: str, what: str, a: Mapping[str, Any], b: Mapping[str, Any], brief: Any) -> Iterator[Change]:
+    """Added and removed items of two name-keyed collections (``brief`` renders one)."""
+    for name in a:
+        if name not in b:
+            yield Change(section, f"{what} {name}", brief(a[name]), None)
+    for name in b:
+        if name not in a:
+            yield Change(section, f"{what} {name}", None, brief(b[name]))
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+
+def _tensor_fields(t: TensorSpec | None, value: Any) -> dict[str, str | None]:
+    if t is None:
+        return {"value": json.dumps(value, sort_keys=True)[:200]}
+    out: dict[str, str | None] = {"dtype": t.dtype, "rank": str(len(t.shape)), "device": t.device}
+    out["contiguous"] = "yes" if t.contiguous else f"no, stride ({', '.join(str(s) for s in t.stride)})"
+    for i, d in enumerate(t.shape):
+        out[f"dim {i}"] = _dim(d)
+    out["value range"] = None if t.value_range is None else f"[{t.value_range[0]}, {t.value_range[1]}]"
+    return out
+
+
+def _io_brief(spec: InputSpec | OutputSpec) -> str:
+    t = spec.tensor
+    return f"{t.dtype} {_shape(t)}" if t is not None else f"constant {json.dumps(spec.value)[:80]}"
+
+
+def _contract(a: Manifest, b: Manifest) -> Iterator[Change]:
+    pa = {p.name: f"{p.kind}, passed {p.passed}" for p in a.io.params}
+    pb = {p.name: f"{p.kind}, passed {p.passed}" for p in b.io.params}
+    yield from _keyed("contract", "parameter", pa, pb, str)
+    for name in pa.keys() & pb.keys():
+        if pa[name] != pb[name]:
+            yield Change("contract", f"parameter {name}", pa[name], pb[name])
+    for what, xs, ys in (("input", a.io.inputs, b.io.inputs), ("output", a.io.outputs, b.io.outputs)):
+        da: dict[str, InputSpec | OutputSpec] = {s.name: s for s in xs}
+        db: dict[str, InputSpec | OutputSpec] = {s.name: s for s in ys}
+        yield from _keyed("contract", what, da, db, _io_brief)
+        for name in [n for n in da if n in db]:
+            fa, fb = _tensor_fields(da[name].tensor, da[name].value), _tensor_fields(db[name].tensor, db[name].value)
+            if "rank" in fa and fa.get("rank") != fb.get("rank"):  # dims do not line up: one change says it
+                yield Change("contract", f"{what} {name} shape", _io_brief(da[name]), _io_brief(db[name]))
+                fa = {k: v for k, v in fa.items() if not k.startswith(("dim ", "rank"))}
+                fb = {k: v for k, v in fb.items() if not k.startswith(("dim ", "rank"))}
+            for change in _fields("contract", fa, fb):
+                yield Change("contract", f"{what} {name} {change.item}", change.a, change.b)
+    order_a = [i.name for i in a.io.tensor_inputs()]
+    order_b = [i.name for i in b.io.tensor_inputs()]
+    if set(order_a) == set(order_b) and order_a != order_b:
+        yield Change("contract", "tensor input order", _join(order_a), _join(order_b))
+    sa = {s.name: s for s in a.io.symbols}
+    sb = {s.name: s for s in b.io.symbols}
+
+    def sym(s: Any) -> str:
+        return f"[{s.min}, {'inf' if s.max is None else s.max}]"
+
+    yield from _keyed("contract", "symbol", sa, sb, lambda s: f"{sym(s)} ({_join(s.sources)})")
+    for name in [n for n in sa if n in sb]:
+        x, y = sa[name], sb[name]
+        if (x.min, x.max) != (y.min, y.max):
+            yield Change("contract", f"symbol {name} range", sym(x), sym(y))
+        if tuple(x.sources) != tuple(y.sources):
+            yield Change("contract", f"symbol {name} sources", _join(x.sources), _join(y.sources))
+    ga = {g.expr or g.text: g.words for g in a.io.guards or ()}
+    gb = {g.expr or g.text: g.words for g in b.io.guards or ()}
+    yield from _keyed("contract", "guard", ga, gb, str)
+    if a.io.in_spec != b.io.in_spec and pa.keys() == pb.keys():
+        yield Change("contract", "input tree (pytree spec)", _short(a.io.in_spec), _short(b.io.in_spec))
+    if a.io.out_spec != b.io.out_spec:
+        yield Change("contract", "output tree (pytree spec)", _short(a.io.out_spec), _short(b.io.out_spec))
+
+
+def _short(text: str, n: int = 120) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _tolerances(a: Manifest, b: Manifest) -> Iterator[Change]:
+    ta = {t.output: t for t in (a.golden.tolerances if a.golden else ())}
+    tb = {t.output: t for t in (b.golden.tolerances if b.golden else ())}
+    yield from _keyed("tolerances", "output", ta, tb, lambda t: f"atol {_num(t.atol)} rtol {_num(t.rtol)}")
+    for name in [n for n in ta if n in tb]:
+        x, y = ta[name], tb[name]
+        if x.atol != y.atol:
+            yield Change("tolerances", f"{name} atol", _num(x.atol), _num(y.atol))
+        if x.rtol != y.rtol:
+            yield Change("tolerances", f"{name} rtol", _num(x.rtol), _num(y.rtol))
+    if a.golden and b.golden and a.golden.rule != b.golden.rule:
+        yield Change("tolerances", "rule", _short(a.golden.rule), _short(b.golden.rule))
+    # the tolerance the build checked compiled against eager with (--atol/--rtol, else by dtype)
+    yield from _fields("tolerances", _build_check(a), _build_check(b))
+
+
+def _build_check(m: Manifest) -> dict[str, str | None]:
+    """``{output} build check atol/rtol``: the values of the build's validation table, per output."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    table = m.validation.get("table") if isinstance(m.validation, dict) else None
+    for row in table if isinstance(table, list) else []:
+        if not isinstance(row, dict) or not isinstance(row.get("output"), str):
+            continue
+        for key in ("atol", "rtol"):
+            value = row.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values = seen.setdefault(row["output"], {}).setdefault(key, [])
+                if _num(value) not in values:
+                    values.append(_num(value))
+    return {f"{out} build check {key}": " / ".join(vals) for out, keys in seen.items() for key, vals in keys.items()}
+
+
+def _golden(a: Manifest, b: Manifest) -> Iterator[Change]:
+    ga, gb = a.golden, b.golden
+    if ga is None or gb is None:
+        if (ga is None) != (gb is None):
+            yield Change("golden", "samples", _samples_brief(a), _samples_brief(b))
+        return
+    sa = {s.id: s for s in ga.samples}
+    sb = {s.id: s for s in gb.samples}
+
+    def brief(s: Any) -> str:
+        return _join(f"{k}={v}" for k, v in sorted(s.symbols.items())) if s.symbols else "static sizes"
+
+    yield from _keyed("golden", "sample", sa, sb, brief)
+    for sid in [n for n in sa if n in sb]:
+        if sa[sid].symbols != sb[sid].symbols:
+            yield Change("golden", f"sample {sid} sizes", brief(sa[sid]), brief(sb[sid]))
+        if sorted(sa[sid].inputs) != sorted(sb[sid].inputs):
+            yield Change("golden", f"sample {sid} inputs", _join(sorted(sa[sid].inputs)), _join(sorted(sb[sid].inputs)))
+    ha, hb = a.hashes.get(ga.entry), b.hashes.get(gb.entry)
+    if ha != hb:
+        yield Change("golden", "sample data (sha256)", (ha or "-")[:16], (hb or "-")[:16])
+    yield from _fields(
+        "golden",
+        {"stored bytes": str(ga.nbytes), "cap bytes": str(ga.cap_bytes), "dropped": _join(ga.dropped)},
+        {"stored bytes": str(gb.nbytes), "cap bytes": str(gb.cap_bytes), "dropped": _join(gb.dropped)},
+    )
+
+
+def _samples_brief(m: Manifest) -> str:
+    return "none" if m.golden is None else f"{len(m.golden.samples)} ({_join(s.id for s in m.golden.samples)})"
+
+
+def _target(m: Manifest) -> dict[str, str | None]:
+    t = m.target
+    return {
+        "device": t.device_type,
+        "platform": f"{t.platform}/{t.machine}",
+        "device name": t.device_name,
+        "compute capability": t.compute_capability,
+        "kernel archs": _join(t.kernel_archs),
+        "cuda archs asked": None if t.cuda_archs is None else _join(t.cuda_archs),
+        "kernel images": str(len(t.kernels)),
+        "-march": t.march,
+        "AOTI cpu isa": t.aoti_cpu_isa,
+        "cpu isa": _join(sorted(t.cpu_isa)),
+        "build cpu": t.build_cpu,
+    }
+
+
+def _toolchain(m: Manifest) -> dict[str, str | None]:
+    t = m.toolchain
+    out: dict[str, str | None] = {
+        "torch": t.torch,
+        "torch git": t.torch_git,
+        "python": t.python,
+        "triton": t.triton,
+        "cuda runtime": t.cuda_runtime,
+        "driver": t.driver,
+        "compiler": t.cxx_version or t.cxx,
+        "GLIBCXX needed": t.glibcxx_required,
+        "CXXABI needed": t.cxxabi_required,
+        "GLIBC needed": t.glibc_required,
+        "libstdc++ at build": t.libstdcxx_build,
+        "tool": f"{m.tool.get('name', '?')} {m.tool.get('version', '?')}",
+    }
+    for key, value in sorted(m.inductor_configs.items()):
+        out[f"inductor config {key}"] = str(value)
+    return out
+
+
+def _constants(a: Manifest, b: Manifest) -> Iterator[Change]:
+    ca = {c.fqn: c for c in a.constants}
+    cb = {c.fqn: c for c in b.constants}
+
+    def brief(c: Any) -> str:
+        return f"{c.dtype} ({', '.join(map(str, c.shape))}) {c.storage}"
+
+    yield from _keyed("constants", "constant", ca, cb, brief)
+    for name in [n for n in ca if n in cb]:
+        x, y = ca[name], cb[name]
+        if (x.dtype, tuple(x.shape)) != (y.dtype, tuple(y.shape)):
+            yield Change("constants", f"{name} dtype/shape", brief(x), brief(y))
+        elif x.sha256 != y.sha256:
+            yield Change("constants", f"{name} values (sha256)", x.sha256[:16], y.sha256[:16])
+        if x.storage != y.storage:
+            yield Change("constants", f"{name} storage", x.storage, y.storage)
+        if x.kind != y.kind:
+            yield Change("constants", f"{name} kind", x.kind, y.kind)
+
+
+def _twin(a: TwinInfo | None, b: TwinInfo | None) -> Iterator[Change]:
+    if a is None or b is None:
+        if (a is None) != (b is None):
+            yield Change("twin", "debug twin", "present" if a else "none", "present" if b else "none")
+        return
+    yield from _fields("twin", _twin_fields(a), _twin_fields(b))
+
+
+def _twin_fields(t: TwinInfo) -> dict[str, str | None]:
+    out: dict[str, str | None] = {
+        "nan asserts": "on" if t.nan_asserts else "off",
+        "printer level": t.intermediate_value_printer,
+        "weights": t.weights,
+        "kernels recorded": str(len(t.kernels)),
+    }
+    for key, value in sorted(t.inductor_configs.items()):
+        out[f"inductor config {key}"] = str(value)
+    return out
+
+
+def _package(m: Manifest) -> dict[str, str | None]:
+    return {"manifest schema": m.schema_version, "model name": m.model_name, "entries hashed": str(len(m.hashes))}
+
+
+# ---- text --------------------------------------------------------------------------------------
+
+
+def render_diff(diff: PackageDiff) -> str:
+    """The diff as text: one line per change, grouped by section, then a verdict line."""
+    lines = [f"A  {diff.a['path']}  ({diff.a['bytes']:,} bytes, sha256 {diff.a['sha256'][:16]}…)"]
+    lines.append(f"B  {diff.b['path']}  ({diff.b['bytes']:,} bytes, sha256 {diff.b['sha256'][:16]}…)")
+    if diff.same:
+        same_bytes = diff.a["sha256"] == diff.b["sha256"]
+        lines.append("same: the manifests agree" + (" (the files are identical)" if same_bytes else ""))
+        return "\n".join(clean(line) for line in lines) + "\n"
+    width = max(len(c.item) for c in diff.changes)
+    for section in SECTIONS:
+        changes: Sequence[Change] = [c for c in diff.changes if c.section == section]
+        if not changes:
+            continue
+        lines.append(f"{section}:")
+        for c in changes:
+            if c.a is None:
+                lines.append(f"  + {c.item:<{width}}  {c.b} (only in B)")
+            elif c.b is None:
+                lines.append(f"  - {c.item:<{width}}  {c.a} (only in A)")
+            else:
+                lines.append(f"  ~ {c.item:<{width}}  {c.a} -> {c.b}")
+    counts = ", ".join(f"{n} {s}" for s, n in diff.to_dict()["counts"].items())
+    lines.append(f"differ: {len(diff.changes)} change(s) ({counts})")
+    return "\n".join(clean(line) for line in lines) + "\n"

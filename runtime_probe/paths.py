@@ -1,0 +1,206 @@
+"""One rule for every path a run writes: it never destroys a file the run reads, nor another output.
+
+A run reads files (the build's TARGET, a saved program, the package, its keys, ``--weights``,
+``--inputs``) and writes others (``-o``, ``OUT.rejected.pt2``, ``--json``, ``--junit``,
+``--log-file``, ``--keep-onnx``, the files ``--save-inputs``/``--save-outputs`` put in their
+folders, ``OUT.minify/``). A written path is never a file the run reads, nor the path of another
+output: ``--json X --junit X`` would keep one report of the two, ``--json X --log-file X`` would
+lose the log, ``--save-inputs DIR`` would overwrite ``DIR/example.inputs.safetensors`` given as
+``--inputs``.
+
+Both command lines describe a run as ``Paths`` (``probe_paths`` here; the build's in
+``aoti_guard/builder/outputs.py``) and check it before any work; the report writers ask it again
+on every way out (passed, failed, a usage error, a tool error, a signal), so an error report never
+lands where the run itself would have been refused; and a file written into a folder is checked
+once more when its name is known (``check_file``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_probe.errors import UsageError
+
+__all__ = ["STDOUT", "Paths", "Read", "Write", "probe_paths", "report_writes"]
+
+STDOUT = "-"
+
+
+@dataclass(frozen=True)
+class Read:
+    """A file the run reads: it is never written."""
+
+    what: str  # "the package being checked", "the --inputs file"
+    path: str
+
+
+@dataclass(frozen=True)
+class Write:
+    """A path the run writes. ``names``: the path is a folder the run writes files named like
+    this glob into (``*.inputs.safetensors``); None: the path is the file itself."""
+
+    flag: str  # how the user named it: "--json", "-o", "--save-inputs"
+    path: str
+    names: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.flag} {self.path}" if self.names is None else f"{self.flag} {self.path} (files {self.names} in it)"
+
+
+def _is_stdout(path: str) -> bool:
+    if path == STDOUT:
+        return True
+    try:
+        mine, theirs = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def _device(path: str) -> bool:
+    """An existing character device (``/dev/null``): written twice, no file is lost."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def same_file(a: str, b: str) -> bool:
+    """The two paths name one file (symlinks and hard links followed); '-' is only itself."""
+    if STDOUT in (a, b):
+        return a == b
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _in_folder(path: str, folder: str, names: str) -> bool:
+    """``path`` is (or would be) a file ``folder``'s writer could produce."""
+    if path == STDOUT or folder == STDOUT:
+        return False
+    parent = os.path.dirname(os.path.abspath(path))
+    return same_file(parent, folder) and fnmatch.fnmatchcase(os.path.basename(path), names)
+
+
+def _clash(w: Write, path: str, names: str | None) -> bool:
+    """Whether writing ``w`` would overwrite the file (names None) or the folder's files at ``path``."""
+    if w.names is None and names is None:
+        return same_file(w.path, path)
+    if w.names is None:
+        return _in_folder(w.path, path, names or "*") or same_file(w.path, path)
+    if names is None:
+        return _in_folder(path, w.path, w.names) or same_file(w.path, path)
+    # two folders: the same folder, and a name both writers could produce
+    return same_file(w.path, path) and (fnmatch.fnmatchcase(names, w.names) or fnmatch.fnmatchcase(w.names, names))
+
+
+@dataclass(frozen=True)
+class Paths:
+    """What a run reads and what it writes, in the order it writes (an earlier output wins)."""
+
+    reads: tuple[Read, ...] = ()
+    writes: tuple[Write, ...] = ()
+
+    def problems(self) -> list[tuple[Write, str, str]]:
+        """(write, what is wrong, hint) for each output that would destroy a read file or an
+        earlier output."""
+        out: list[tuple[Write, str, str]] = []
+        for i, w in enumerate(self.writes):
+            for r in self.reads:
+                if r.path and _clash(w, r.path, None):
+                    out.append((w, f"{w.describe()} would overwrite {r.what} ({r.path})", f"give {w.flag} another path"))
+                    break
+            else:
+                for earlier in self.writes[:i]:
+                    both_stdout = w.path == STDOUT and earlier.path == STDOUT
+                    if w.path == STDOUT and not both_stdout:
+                        continue
+                    if not both_stdout and (_device(w.path) or (w.names is None and earlier.names is None and _is_stdout(w.path))):
+                        continue  # /dev/null twice loses nothing; /dev/stdout is checked as '-'
+                    if both_stdout:
+                        out.append((w, f"{earlier.flag} - and {w.flag} - both ask for stdout", "send one of them to a file"))
+                        break
+                    if _clash(w, earlier.path, earlier.names):
+                        message = f"{w.describe()} is also {earlier.describe()}: one output would replace the other"
+                        out.append((w, message, f"give {w.flag} its own path"))
+                        break
+        return out
+
+    def check(self) -> None:
+        """Refuse (UsageError, exit 2) a run whose outputs would destroy a file: before any work."""
+        found = self.problems()
+        if found:
+            _, message, hint = found[0]
+            raise UsageError(message, hint=hint)
+
+    def usable(self, flag: str) -> bool:
+        """Whether ``flag``'s output may be written (an error report goes only where it is)."""
+        bad = {w.flag for w, _, _ in self.problems()}
+        return any(w.flag == flag for w in self.writes) and flag not in bad
+
+    def check_file(self, flag: str, path: str) -> None:
+        """A file ``flag`` is about to write (inside its folder): never a read file, nor another
+        output's file. Raises UsageError."""
+        probe = Paths(self.reads, (*[w for w in self.writes if w.flag != flag], Write(flag, path)))
+        for w, message, hint in probe.problems():
+            if w.flag == flag:
+                raise UsageError(message, hint=hint)
+
+
+def report_writes(values: Mapping[str, Any]) -> list[Write]:
+    """The report and log outputs of either command line (``--json``, ``--junit``, ``--markdown``, ``--log-file``)."""
+    return [
+        Write(flag, str(values[key]))
+        for flag, key in (("--json", "json"), ("--junit", "junit"), ("--markdown", "markdown"), ("--log-file", "log_file"))
+        if values.get(key)
+    ]
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None or value == "" else os.fspath(value)
+
+
+def probe_paths(package: str | None, values: Mapping[str, Any], *, reports: bool = True) -> Paths:
+    """A probe's reads (the package, --public-key, --weights, --inputs) and writes (--save-inputs
+    and --save-outputs files, then the reports). ``values``: flag values by their dest names."""
+    reads = [
+        Read(what, p)
+        for what, p in (
+            ("the package being checked", _str(package)),
+            ("the public key", _str(values.get("public_key"))),
+            ("the --weights file", _str(values.get("weights"))),
+            ("the --inputs file", _str(values.get("inputs"))),
+        )
+        if p
+    ]
+    writes: list[Write] = []
+    for flag, key, names in (
+        ("--save-inputs", "save_inputs", "*.inputs.safetensors"),
+        ("--save-outputs", "save_outputs", "*.outputs.safetensors"),
+    ):
+        folder = _str(values.get(key))
+        if folder:
+            writes.append(Write(flag, folder, names))
+    return Paths(tuple(reads), tuple([*writes, *(report_writes(values) if reports else [])]))
+
+
+def merge(*parts: Paths | Iterable[Read]) -> Paths:
+    """Several descriptions of one run as one."""
+    reads: list[Read] = []
+    writes: list[Write] = []
+    for p in parts:
+        if isinstance(p, Paths):
+            reads += p.reads
+            writes += p.writes
+        else:
+            reads += list(p)
+    return Paths(tuple(reads), tuple(writes))

@@ -1,0 +1,81 @@
+"""Model factories whose export torch.export refuses in a way its message says how to fix (and the
+factories that follow the fix): tests/integration/test_export_hints.py. The multiple-of-8 case is
+``models.py:groups8``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class PositionTable(torch.nn.Module):
+    """Token embeddings plus a table of 128 positions, indexed the way BERT does (a ``position_ids``
+    buffer sliced to the sequence length): a sequence range beyond 128 makes torch.export suggest
+    ``seq = Dim('seq', max=128)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = torch.nn.Embedding(100, 8)
+        self.positions = torch.nn.Embedding(128, 8)
+        self.register_buffer("position_ids", torch.arange(128).unsqueeze(0), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.tokens(ids) + self.positions(self.position_ids[:, : ids.shape[1]])
+
+
+def position_table() -> Any:
+    torch.manual_seed(11)
+    return PositionTable().eval(), (torch.randint(0, 100, (2, 16)),)
+
+
+class Affine(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.lin(x))
+
+
+def batch_of_one() -> Any:
+    """An example batch of 1: torch.export specializes it ("specialized it to be a constant (1)")."""
+    torch.manual_seed(12)
+    return Affine().eval(), (torch.randn(1, 4),)
+
+
+def batch_of_two() -> Any:
+    """The same model with the example the hint asks for: a batch of 2."""
+    torch.manual_seed(12)
+    return Affine().eval(), (torch.randn(2, 4),)
+
+
+def _tiny_llama() -> Any:
+    from zoo.models import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # transformers imports torchvision, whose CUDA wheel breaks beside a CPU torch
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+        attn_implementation="eager",  # this test is about the cache in the output, not about attention kernels
+    )
+    torch.manual_seed(13)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def llama_as_it_comes() -> Any:
+    """A tiny Hugging Face decoder exported as it comes: use_cache at its default, so its output
+    holds a DynamicCache."""
+    return _tiny_llama(), (torch.randint(0, 64, (2, 8)),)
+
+
+def llama_without_cache() -> Any:
+    """The same decoder with the hint's fix: use_cache=False in the factory's kwargs."""
+    return _tiny_llama(), (torch.randint(0, 64, (2, 8)),), {"use_cache": False}

@@ -1,0 +1,61 @@
+"""``probe --iterations/--duration/--warmup`` on a real package: the timed loop runs for the asked
+time, the JSON and the text carry the same statistics, and an impossible duration is a usage error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.schemas import validate
+
+from .conftest import Built, run_cli, run_probe
+
+pytestmark = pytest.mark.integration
+
+
+def test_duration_times_for_that_long(static_pkg: Built) -> None:
+    proc = run_probe(str(static_pkg.path), "--fast", "--duration", "0.5", "--warmup", "3", "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    validate("probe-report", report)
+    lat = next(p for p in report["phases"] if p["name"] == "golden")["detail"]["runs"][0]["latency_ms"]
+    assert lat["seconds"] >= 0.5 and lat["warmup"] == 3 and lat["n"] >= 100  # a static 8x16 model: microseconds a call
+    assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"] and not lat["omitted"]
+    assert lat["throughput_per_s"] == pytest.approx(lat["n"] / lat["seconds"], rel=0.01)
+    assert abs(lat["cv"] - lat["std"] / lat["mean"]) < 0.01
+    line = next(x for x in proc.stderr.splitlines() if "latency example:" in x)
+    assert f"{lat['n']} runs after 3 warm-up" in line and "calls/s" in line and "±" in line
+    assert ("warning: timings vary" in proc.stderr) == lat["unstable"]
+
+
+def test_duration_must_fit_the_timeout(static_pkg: Built) -> None:
+    proc = run_probe(str(static_pkg.path), "--duration", "30", "--timeout", "10")
+    assert proc.returncode == 2 and "--duration 30 must be above 0 and below --timeout 10" in proc.stderr
+    proc = run_cli("probe", str(static_pkg.path), "--duration", "1", "--image", "some-image:1")
+    assert proc.returncode == 2 and "--duration is not supported with --image" in proc.stderr
+
+
+def test_shapes_runs_and_times_other_sizes(mixed_pkg: Built, tmp_path: Path) -> None:
+    """--shapes x:16x8 on the mixed model (batch 2..32): ids follows as 16; the run is timed and its
+    inputs have the sizes asked for; a size outside the range is the contract's finding, with its hint."""
+    saved = tmp_path / "saved"
+    proc = run_probe(str(mixed_pkg.path), "--fast", "--shapes", "x:16x8", "--iterations", "20", "--save-inputs", str(saved), "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = next(p for p in json.loads(proc.stdout)["phases"] if p["name"] == "golden")["detail"]["runs"]
+    shaped = next(r for r in runs if r["sample"] == "shapes")
+    assert shaped["latency_ms"]["n"] == 20 and shaped["outputs"]["output[0]"]["shape"] == [16, 8]
+    from safetensors.torch import load_file
+
+    inputs = load_file(str(saved / "shapes.inputs.safetensors"))
+    assert tuple(inputs["x"].shape) == (16, 8) and tuple(inputs["ids"].shape) == (16,)
+    assert "latency shapes: p50 " in proc.stderr
+    refused = run_probe(str(mixed_pkg.path), "--fast", "--shapes", "x:40x8", "--json", "-")
+    assert refused.returncode == 1
+    golden = next(p for p in json.loads(refused.stdout)["phases"] if p["name"] == "golden")
+    (finding,) = golden["findings"]
+    assert finding["code"] == "input.range" and finding["message"].startswith("--shapes: x: dim 0 is 40, above the maximum 32")
+    assert "--dynamic x:0=batch:2..40" in finding["hint"]
+    bad = run_probe(str(mixed_pkg.path), "--shapes", "x:4")
+    assert bad.returncode == 2 and "x has 2 dims in the contract, 1 given" in bad.stderr
