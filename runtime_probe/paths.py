@@ -20,16 +20,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.errors import UsageError
+from runtime_probe.output import STDOUT, is_stdout
 
 __all__ = ["STDOUT", "Paths", "Read", "Write", "probe_paths", "report_writes"]
-
-STDOUT = "-"
 
 
 @dataclass(frozen=True)
@@ -51,16 +49,6 @@ class Write:
 
     def describe(self) -> str:
         return f"{self.flag} {self.path}" if self.names is None else f"{self.flag} {self.path} (files {self.names} in it)"
-
-
-def _is_stdout(path: str) -> bool:
-    if path == STDOUT:
-        return True
-    try:
-        mine, theirs = os.fstat(sys.stdout.fileno()), os.stat(path)
-    except (OSError, ValueError, AttributeError):
-        return False
-    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _device(path: str) -> bool:
@@ -124,7 +112,7 @@ class Paths:
                     both_stdout = w.path == STDOUT and earlier.path == STDOUT
                     if w.path == STDOUT and not both_stdout:
                         continue
-                    if not both_stdout and (_device(w.path) or (w.names is None and earlier.names is None and _is_stdout(w.path))):
+                    if not both_stdout and (_device(w.path) or (w.names is None and earlier.names is None and is_stdout(w.path))):
                         continue  # /dev/null twice loses nothing; /dev/stdout is checked as '-'
                     if both_stdout:
                         out.append((w, f"{earlier.flag} - and {w.flag} - both ask for stdout", "send one of them to a file"))
