@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from runtime_probe.errors import ToolError, UsageError
 
-__all__ = ["STDOUT", "check_report_path", "current_umask", "is_stdout", "write_atomic", "write_output"]
+__all__ = ["STDOUT", "check_report_path", "current_umask", "is_stdout", "same_path", "write_atomic", "write_output"]
 
 STDOUT = "-"
 
@@ -117,7 +117,8 @@ def is_stdout(path: str | None) -> bool:
     return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
-def _same(a: str, b: str) -> bool:
+def same_path(a: str, b: str) -> bool:
+    """The two paths name one file (symlinks and hard links followed)."""
     if os.path.realpath(a) == os.path.realpath(b):
         return True
     try:
@@ -132,7 +133,7 @@ def check_report_path(path: str | None, flag: str, inputs: Iterable[tuple[str, s
     if path is None or path == STDOUT:
         return
     for what, other in inputs:
-        if other and _same(path, other):
+        if other and same_path(path, other):
             raise UsageError(
                 f"{flag} {path} is {what}: writing the report there would destroy it",
                 hint=f"give {flag} another file, or '-' for stdout",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.errors import UsageError
-from runtime_probe.output import STDOUT, is_stdout
+from runtime_probe.output import STDOUT, is_stdout, same_path
 
 __all__ = ["STDOUT", "Paths", "Read", "Write", "probe_paths", "report_writes"]
 
@@ -63,12 +63,7 @@ def same_file(a: str, b: str) -> bool:
     """The two paths name one file (symlinks and hard links followed); '-' is only itself."""
     if STDOUT in (a, b):
         return a == b
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+    return same_path(a, b)
 
 
 def _in_folder(path: str, folder: str, names: str) -> bool:
