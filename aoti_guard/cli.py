@@ -22,6 +22,7 @@ import click
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.outputs import build_paths
 from aoti_guard.container.probe import ImageProbeOptions
+from aoti_guard.fleet.cli import fleet
 from runtime_probe._version import __version__
 from runtime_probe.cli import (
     check_outputs,
@@ -161,6 +162,7 @@ def cli() -> None:
     diff     compare two .pt2 manifests (contract, tolerances, golden, target, toolchain, constants)
     keygen   create an Ed25519 release key pair (--key KEY: KEY and KEY.pub)
     sign     sign a .pt2's manifest (which holds every entry's hash) with a release key (--key KEY)
+    fleet    probe a .pt2 on every node class through Kubernetes or Slurm; one verdict per class
 
     Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
     """
@@ -213,7 +215,7 @@ def cli() -> None:
     show_default=True,
     help="Where the twin's weights are: shared (none of its own: the package stores the weights once, and the probe and "
     "runtime_probe.load give the twin the release model's), own (a second copy in the twin, about doubling the package); "
-    "auto: shared on CPU, own on CUDA (shared is not yet proven on a GPU).",
+    "auto: shared, on CPU and CUDA alike.",
 )
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
 @click.option(
@@ -241,6 +243,18 @@ def cli() -> None:
     default=BuildOptions.golden_max_bytes / _MIB,
     show_default=True,
     help="Size cap for the golden samples stored in the package.",
+)
+@click.option(
+    "--samples",
+    "samples",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE.safetensors",
+    help="A golden sample of your own (repeat): a .safetensors file of one call's inputs, each tensor named by the "
+    "model's input name (aoti-guard inspect PKG lists them), e.g. written with "
+    "safetensors.torch.save_file({'x': x, 'mask': mask}, 'req1.safetensors'). Checked against the contract before "
+    "anything compiles (names, dtypes, ranks, sizes within the dynamic ranges), then validated like the generated "
+    "samples and stored in the package, so the probe checks it too; its id is the file's stem.",
 )
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference run.")
 @click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for compiled vs eager (default by dtype).")
@@ -303,6 +317,7 @@ def build(target: str | None, **params: Any) -> None:
       aoti-guard build models.py:make -o model.pt2 --dynamic x:0=batch:1..64 --json build.json
       aoti-guard build models.py:make -o model.pt2 --device cuda --inductor-config max_autotune=true
       aoti-guard build models.py:make -o model.pt2 --reference onnxruntime --minify
+      aoti-guard build models.py:make -o model.pt2 --samples req1.safetensors --samples req2.safetensors
     """
     _one_key(params)
     outputs = outputs_of(params)
@@ -353,6 +368,7 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         allow_partial_coverage=params["allow_partial_coverage"],
         allow_export_guards=params["allow_export_guards"],
         golden_max_bytes=int(params["golden_max_mb"] * _MIB),
+        samples=tuple(params["samples"]),
         fp64_reference=not params["no_fp64"],
         atol=params["atol"],
         rtol=params["rtol"],
@@ -644,6 +660,9 @@ def sign(package: str, key: str) -> None:
         sys.exit(1)
     replaced = f" (replaced a signature by {result.replaced})" if result.replaced else ""
     click.echo(f"signed {result.path} with key {result.key_id}{replaced}")
+
+
+cli.add_command(fleet)  # aoti_guard/fleet/cli.py: k8s, slurm, report
 
 
 def run() -> None:

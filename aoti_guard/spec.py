@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,10 @@ class BuildSpec:
         kwargs: example keyword arguments.
         dynamic_shapes: ``torch.export`` dynamic shapes (``Dim`` objects), same structure it takes.
         name: a label for reports (defaults to the model class name).
+        samples: golden samples of your own, beside the generated ones: each a mapping from input
+            name to tensor (one call's inputs) or a path to a .safetensors file holding them (as
+            ``aoti-guard build --samples`` takes). Checked against the contract before anything
+            compiles, validated like the generated samples, and stored in the package.
     """
 
     model: Any
@@ -27,6 +31,7 @@ class BuildSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     dynamic_shapes: Any = None
     name: str | None = None
+    samples: Sequence[Any] = ()
 
     @property
     def label(self) -> str:

@@ -5,7 +5,7 @@ build's wall time and its ``debug_twin`` and ``package`` phases, and own / share
 
     python -m bench.twin_weights [--model resnet18] [--size full] [--device cpu] [--rounds 2]
 
-On the GPU machine add ``--device cuda`` (shared is opt-in there: aoti_guard/builder/twin.py).
+On the GPU machine add ``--device cuda`` (shared is the default there too since issue 26: aoti_guard/builder/twin.py).
 """
 
 from __future__ import annotations

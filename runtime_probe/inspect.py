@@ -184,7 +184,9 @@ def render_inspection(data: dict[str, Any]) -> str:
         g = m.get("golden")
         if g:
             lines.append(
-                f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; tolerances "
+                f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; "
+                + (f"compact (over the cap): {', '.join(c['id'] for c in g['compact_samples'])}; " if g.get("compact_samples") else "")
+                + "tolerances "
                 + ", ".join(f"{t['output']}: atol {t['atol']:g} rtol {t['rtol']:g}" for t in g["tolerances"])
             )
         tw = m.get("debug_twin_without_weights") or m.get("debug_twin")

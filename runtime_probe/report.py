@@ -229,7 +229,43 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
 def detail_lines(p: PhaseResult) -> list[str]:
     """The phase's detail as text lines (latency, coverage, margins, stage table), for every
     rendering of the report (text, markdown)."""
-    return [*_latency_lines(p), *_coverage_lines(p), *_margin_lines(p), *_stage_lines(p)]
+    return [*_latency_lines(p), *_user_sample_lines(p), *_coverage_lines(p), *_golden_lines(p), *_margin_lines(p), *_stage_lines(p)]
+
+
+def _golden_lines(p: PhaseResult) -> list[str]:
+    """How the build stored each golden sample (whole, compact, dropped), and which samples the
+    probe checked and how."""
+    rows = [r for r in p.detail.get("golden_storage") or [] if isinstance(r, Mapping)]
+    whole = [clean(r.get("sample")) for r in rows if r.get("stored") == "full"]
+    out = [f"golden stored whole: {', '.join(whole)}"] if whole else []
+    for r in rows:
+        if r.get("stored") == "compact":
+            how = f"compact (over the cap): inputs {clean(r.get('inputs'))}; outputs {clean(r.get('outputs'))}"
+        elif r.get("stored") == "dropped":
+            how = f"DROPPED: {clean(r.get('why'))}"
+        else:
+            continue
+        out.append(f"golden {clean(r.get('sample'))} ({clean(r.get('origin'))}) stored {how}")
+    checked = p.detail.get("checked")
+    if isinstance(checked, list) and checked:
+        out.append(f"checked: {', '.join(clean(c) for c in checked)}")
+    return out
+
+
+def _user_sample_lines(p: PhaseResult) -> list[str]:
+    """The build's golden samples of the user's own (build --samples): each one's id, file, sizes."""
+    rows = p.detail.get("user_samples")
+    if not isinstance(rows, list) or not rows:
+        return []
+    parts = []
+    for r in rows:
+        if not isinstance(r, Mapping):
+            continue
+        symbols = r.get("symbols")
+        symbols = symbols if isinstance(symbols, Mapping) else {}
+        sizes = ", ".join(f"{clean(k)}={clean(v)}" for k, v in symbols.items())
+        parts.append(f"{clean(r.get('id'))} (from {clean(r.get('source'))}{'; ' + sizes if sizes else ''})")
+    return [f"your samples: {'; '.join(parts)}"] if parts else []
 
 
 def _coverage_lines(p: PhaseResult) -> list[str]:

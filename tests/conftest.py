@@ -32,3 +32,42 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     outcome = yield
     _fail_skip(outcome.get_result())  # a module-level skip (importorskip of a missing extra)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist's ``--dist loadscope`` (scripts/test.sh) a module's tests run on one
+    worker, so a module-scoped fixture (often a real build) is made once; three exceptions:
+    the container tests share one worker (one Docker engine: test_no_probe_container_is_left_behind
+    looks at every container), and each zoo model is a unit of its own (they spread over the
+    workers). Session packages are shared between workers by tests/integration/conftest.py::once.
+    (``--dist loadgroup`` with ``xdist_group`` marks did not group under pytest 9.2 + xdist 3.8.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scopes(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/containers/"):
+                return "tests/containers"
+            if nodeid.startswith("tests/zoo/test_zoo_parity.py::test_builds_probes_and_guard_loads["):
+                return nodeid
+            return str(super()._split_scope(nodeid))
+
+    return Scopes(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Known failures of a torch release (tests/known_failures.py) become strict xfails there."""
+    try:
+        import torch
+    except ImportError:
+        return
+    from tests.known_failures import KNOWN, NOT_YET_ESTABLISHED
+
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    known = KNOWN.get((major, minor), {})
+    for item in items:
+        why = known.get(item.nodeid)
+        if why is not None:
+            strict = NOT_YET_ESTABLISHED not in why
+            item.add_marker(pytest.mark.xfail(reason=f"known on torch {major}.{minor}: {why}", strict=strict))

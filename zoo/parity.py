@@ -11,8 +11,9 @@ b. ``build``: ``aoti-guard build zoo/models.py:NAME -o OUT/NAME.pt2 --json ...``
 c. ``probe``: ``aoti-guard probe OUT/NAME.pt2 --json ...``: exit code, verdict, seconds;
 d. ``guard``: ``runtime_probe.load(OUT/NAME.pt2)`` in a child where transformers, timm and
    torchvision cannot be imported (a serving process without the model's library), run on every
-   golden sample the package stores and compared with the stored outputs within the stored
-   tolerances; the type it returned and the leaf names.
+   golden sample the package stores, whole (every element against the stored outputs) or compact
+   (inputs regenerated from their recipes, outputs against their digests: zoo/guard_golden.py),
+   within the stored tolerances; per sample which it was; the type it returned and the leaf names.
 
 parity = the bare path failed, or build, probe and guard all passed.
 
@@ -201,6 +202,8 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
             "max_abs_vs_release": twin.get("max_abs_vs_release"),
             "kernels": len(twin.get("kernels") or []),
             "weights": ((report.get("extra") or {}).get("manifest_summary") or {}).get("twin_weights"),
+            # per golden sample, inside validate (the non-finite baseline); builds before 2026-11-25 lack it
+            **({"seconds": twin["seconds"]} if twin.get("seconds") is not None else {}),
         },
         "symbols": symbols,
         "full_coverage": (bool(symbols) and all(s["at_min"] and s["at_max"] for s in symbols.values())) or not symbols,
@@ -305,113 +308,9 @@ def _guard_child(pkg: str, result_path: str) -> int:
 
 
 def _guard_run(pkg: str) -> dict[str, Any]:
-    import torch
-    from torch.utils import _pytree as pytree
+    from zoo import guard_golden  # every stored sample, whole or compact (zoo/guard_golden.py)
 
-    from runtime_probe import layout
-    from runtime_probe.formats import safetensors as _safetensors
-    from runtime_probe.formats import symexpr as _symexpr
-    from runtime_probe.guard.load import NamedOutputs, load
-    from runtime_probe.package.archive import open_archive
-
-    t0 = time.perf_counter()
-    model = load(pkg)
-    out: dict[str, Any] = {"load_s": round(time.perf_counter() - t0, 3)}
-    m = model.manifest
-    if m.golden is None or not m.golden.samples:
-        return {**out, "ok": False, "error": "the package stores no golden samples"}
-    archive, _ = open_archive(pkg)
-    assert archive is not None
-    with archive, tempfile.TemporaryDirectory(prefix="zoo-guard-") as tmp:
-        golden_path = os.path.join(tmp, "golden.safetensors")
-        with open(golden_path, "wb") as fh:
-            for chunk in archive.iter_chunks(m.golden.entry):
-                fh.write(chunk)
-        tensors = _safetensors.load(golden_path)
-    del layout
-    runs = []
-    failures = []
-    out_type, leaf_names = None, None
-    params = [p for p in m.io.params if p.passed != "omitted"]
-    for s in m.golden.samples:
-        values: dict[str, Any] = {}
-        for spec in m.io.inputs:
-            if spec.tensor is None:
-                values[spec.name] = spec.value
-                continue
-            t = tensors[s.inputs[spec.name]]
-            stride = [st if isinstance(st, int) else int(_symexpr.compile_expr(st)(s.symbols)) for st in spec.tensor.stride]
-            if list(t.stride()) != stride and t.numel() > 0:
-                t = torch.empty_strided(tuple(t.shape), stride, dtype=t.dtype).copy_(t)
-            values[spec.name] = t.to(model.device)  # the golden file holds CPU tensors; strides are kept
-        args, kwargs = _call_structure(m, params, values)
-        t1 = time.perf_counter()
-        got = model(*args, **kwargs)
-        seconds = round(time.perf_counter() - t1, 4)
-        if isinstance(got, NamedOutputs):
-            flat = list(got.values())
-            names = list(got.keys())
-        else:
-            with_path = pytree.tree_flatten_with_path(got)[0]
-            flat = [v for _, v in with_path]
-            names = [pytree.keystr(p) for p, _ in with_path]
-        out_type = f"{type(got).__module__}.{type(got).__qualname__}"
-        leaf_names = names
-        expected = [o for o in m.io.outputs if o.tensor is not None]
-        worst = 0.0
-        if len(flat) != len(expected):
-            failures.append(f"{s.id}: {len(flat)} outputs, the manifest lists {len(expected)}")
-        for spec_o, value in zip(expected, flat):
-            ref_key = s.outputs.get(spec_o.name)
-            if ref_key is None or not isinstance(value, torch.Tensor):
-                continue
-            ref = tensors[ref_key]
-            tol = m.tolerance_for(spec_o.name)
-            atol, rtol = (tol.atol, tol.rtol) if tol is not None else (0.0, 0.0)
-            if value.shape != ref.shape:
-                failures.append(f"{s.id}: {spec_o.name} shape {tuple(value.shape)}, stored {tuple(ref.shape)}")
-                continue
-            if value.numel() == 0:
-                continue
-            v64, r64 = value.detach().cpu().double(), ref.double()
-            diff = (v64 - r64).abs()
-            worst = max(worst, float(diff.max()))
-            if not bool((diff <= atol + rtol * r64.abs()).all()):
-                failures.append(f"{s.id}: {spec_o.name} max abs error {float(diff.max()):.3g} beyond atol {atol:.3g} + rtol {rtol:.3g}")
-        runs.append({"sample": s.id, "seconds": seconds, "max_abs_err": worst})
-    out.update(
-        ok=not failures,
-        samples=len(runs),
-        runs=runs,
-        failures=failures[:10],
-        output_type=out_type,
-        leaf_names=leaf_names,
-        error=failures[0] if failures else None,
-    )
-    return out
-
-
-def _call_structure(m: Any, params: Sequence[Any], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The call a serving process makes: the original structure where this process can rebuild it,
-    else the flat names (``runtime_probe.load``'s documented fallback for a library type)."""
-    from torch.utils import _pytree as pytree
-
-    from runtime_probe.formats import treespec as _treespec
-
-    spec = _treespec.load(m.io.in_spec)
-    leaves = [values[i.name] for i in m.io.inputs]
-    if spec is not None:
-        args, kwargs = pytree.tree_unflatten(leaves, spec)
-        return list(args), dict(kwargs)
-    args, kwargs = [], {}
-    for p in params:
-        mine = {i.name: values[i.name] for i in m.io.inputs if i.param == p.name}
-        value = mine[p.name] if list(mine) == [p.name] else mine
-        if p.passed == "positional":
-            args.append(value)
-        else:
-            kwargs[p.name] = value
-    return args, kwargs
+    return guard_golden.run_golden(pkg)
 
 
 def guard_step(name: str, pkg: str, out_dir: str, timeout: float) -> dict[str, Any]:
@@ -704,7 +603,9 @@ def _step_cell(s: dict[str, Any] | None, what: str) -> str:
         leaf = s.get("leaf_names") or []
         kind = (s.get("output_type") or "").rsplit(".", 1)[-1]
         shown = ", ".join(leaf[:3]) + (f", +{len(leaf) - 3}" if len(leaf) > 3 else "")
-        return f"ok, {s.get('samples')} samples; {kind}" + (f" [{shown}]" if kind != "Tensor" and shown else "")
+        compact = sum(1 for run in s.get("runs") or [] if run.get("stored") == "compact")
+        count = f"{s.get('samples')} samples" + (f" ({compact} compact)" if compact else "")
+        return f"ok, {count}; {kind}" + (f" [{shown}]" if kind != "Tensor" and shown else "")
     return f"failed: {(s.get('error') or '')[:140]}"
 
 

@@ -24,8 +24,9 @@ from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
 from aoti_guard.pt2.writer import append_entries, copy_twin, hash_entries, zip_root
 from runtime_probe import layout
 from runtime_probe._version import __version__
+from runtime_probe.ladder.printer import BASELINE_VERSION as NONFINITE_BASELINE_VERSION
 from runtime_probe.package.archive import open_archive
-from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, TwinInfo, dump_manifest
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, NonfiniteBaseline, TwinInfo, dump_manifest
 
 __all__ = ["assemble", "summary"]
 
@@ -112,6 +113,8 @@ def assemble(
             len(outcome.golden_bytes),
             options.golden_max_bytes,
             TOLERANCE_RULE,
+            tuple(f"{r['sample']}: {r['why']}" for r in outcome.storage if r.get("stored") == "dropped"),
+            tuple(outcome.compact) or None,
         )
     twin = None
     hashed: dict[str, str] = {}
@@ -119,14 +122,22 @@ def assemble(
         hashed = copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
         weights = twin_weights(options.twin_weights, options.device)
         configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
+        recorded = (outcome.twin_info or {}).get("nonfinite")
         twin = TwinInfo(
             layout.TWIN_MODEL,
             layout.TWIN_DIR,
-            True,
+            bool(TWIN_CONFIGS["nan_asserts"]),
             str(TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
             {k: str(v) for k, v in configs.items()},
             tuple((outcome.twin_info or {}).get("kernels", [])),
             weights,
+            NonfiniteBaseline(
+                NONFINITE_BASELINE_VERSION,
+                tuple(recorded["samples"]),
+                {name: tuple(kinds) for name, kinds in recorded["names"].items()},
+            )
+            if recorded
+            else None,
         )
     manifest = Manifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
@@ -163,6 +174,7 @@ def summary(manifest: Manifest) -> dict[str, Any]:
         "symbols": {s.name: [s.min, s.max] for s in manifest.io.symbols},
         "constants": len(manifest.constants),
         "golden_samples": [g.id for g in manifest.golden.samples] if manifest.golden else [],
+        "golden_compact": [g.id for g in manifest.golden.compact_samples or ()] if manifest.golden else [],
         "debug_twin": manifest.twin is not None,
         "twin_weights": manifest.twin.weights if manifest.twin is not None else None,
         "kernel_archs": list(manifest.target.kernel_archs),

@@ -2,7 +2,7 @@
 
 The release model is compiled exactly as ``aoti_compile_and_package`` would (same entry point,
 ``aot_compile`` on ``ep.module()``), plus the metadata aoti-guard mirrors into it. The twin is the
-same program compiled again with NaN asserts and the kernel-name printer baked in.
+same program compiled again with AOTI's intermediate-value printer baked in.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aoti_guard.builder import resources
+from runtime_probe.torch_compat import aot_compile, has_inductor_config, inductor_config
 
 __all__ = [
     "SHARED_WEIGHTS_CONFIG",
@@ -27,8 +28,13 @@ __all__ = [
     "validate_config_keys",
 ]
 
-# Baked into the twin. "3" = print kernel names before/after each launch (printf to stdout).
-TWIN_CONFIGS: dict[str, Any] = {"nan_asserts": True, "aot_inductor.debug_intermediate_value_printer": "3"}
+# Baked into the twin. Printer level "2": every kernel's tensor arguments before and after its
+# launch, and the graph inputs at entry (name, min/max/mean: NaN and Inf read apart, without
+# stopping; runtime_probe/ladder/printer.py). No NaN asserts: torch's check stops at the first
+# NaN *or* Inf, so a model that holds -inf by design (an additive attention mask) stopped at the
+# mask on every call, and on CPU it checks the graph inputs only. Measured: docs/probe.md,
+# "The debug twin's instrument".
+TWIN_CONFIGS: dict[str, Any] = {"nan_asserts": False, "aot_inductor.debug_intermediate_value_printer": "2"}
 # Options that would make the twin unusable on its own (weights outside its .so) are not inherited.
 _NOT_FOR_TWIN = ("aot_inductor.package_constants_in_so", "aot_inductor.package_constants_on_disk_format")
 # Set False for a twin that shares the release model's weights (``--twin-weights shared``).
@@ -49,23 +55,14 @@ def has_config(key: str) -> bool:
 
 
 def _has_config(key: str) -> bool:
-    from torch._inductor import config
-
-    obj: Any = config
-    for part in key.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return True
+    return has_inductor_config(key)
 
 
 def validate_config_keys(configs: Mapping[str, Any]) -> list[str]:
     """Keys Inductor does not know (typos), each with a close match where there is one."""
     import difflib
 
-    from torch._inductor import config
-
-    known = list(config.get_config_copy().keys())
+    known = list(inductor_config().get_config_copy().keys())
     bad = []
     for key in configs:
         if key in _MANAGED:
@@ -100,7 +97,6 @@ def twin_configs(release: Mapping[str, Any], *, own_weights: bool = True) -> dic
 
 def compile_files(ep: Any, configs: Mapping[str, Any]) -> list[Any]:
     """AOT-compile ``ep`` (packaged form) and return the generated files. Raises CompileError."""
-    import torch
 
     options = dict(copy.deepcopy(dict(configs)))  # aot_compile mutates what it is given
     options["aot_inductor.package"] = True
@@ -108,7 +104,7 @@ def compile_files(ep: Any, configs: Mapping[str, Any]) -> list[Any]:
     gm = module_fn(check_guards=False) if "check_guards" in inspect.signature(module_fn).parameters else module_fn()
     args, kwargs = ep.example_inputs
     try:
-        files = torch._inductor.aot_compile(gm, tuple(args), dict(kwargs), options=options)
+        files = aot_compile()(gm, tuple(args), dict(kwargs), options=options)
     except Exception as exc:
         raise CompileError(*describe_compile_error(exc)) from exc
     if not isinstance(files, list):

@@ -204,15 +204,9 @@ class GuardReport:
 def guard_texts(ep: Any) -> list[str] | None:
     """torch's guard texts of ``ep`` (2.11-2.15 keep them in ``_guards_code``); None when this
     torch exposes none."""
-    codes = getattr(ep, "_guards_code", None)
-    if codes is None:
-        try:
-            from torch.export import exported_program as _ep_mod
+    from runtime_probe.torch_compat import export_guard_texts
 
-            codes = _ep_mod._convert_guards_to_code(ep.graph_module)  # type: ignore[no-untyped-call]
-        except (AttributeError, ImportError, TypeError):
-            return None
-    return [str(c) for c in codes]
+    return export_guard_texts(ep)
 
 
 def runtime_asserts(ep: Any) -> list[str]:

@@ -125,11 +125,11 @@ def _minify_flags() -> list[str]:
     the launcher's CLI is run_repro's argparse, so its source says)."""
     import inspect
 
-    try:
-        from torch._dynamo.repro import aoti
+    from runtime_probe.torch_compat import TorchCompatError, dynamo_repro_aoti
 
-        source = inspect.getsource(aoti.run_repro)
-    except (ImportError, OSError, TypeError, AttributeError):
+    try:
+        source = inspect.getsource(dynamo_repro_aoti().run_repro)
+    except (TorchCompatError, OSError, TypeError, AttributeError):
         return []
     return [flag for flag in MINIFY_FLAGS if flag in source]
 

@@ -22,15 +22,17 @@ NOT_REPRODUCED = "aoti-guard: no failure"
 
 def main(argv: list[str]) -> int:
     import torch
-    from torch._inductor import config
 
+    from runtime_probe.torch_compat import aoti_compile_and_package, inductor_config
+
+    config = inductor_config()
     config.aot_inductor.dump_aoti_minifier = True
     config.aot_inductor.repro_level = 4
     ep = torch.export.load(argv[1])
     with open(argv[2], encoding="utf-8") as fh:
         configs = json.load(fh)
     try:
-        torch._inductor.aoti_compile_and_package(ep, package_path=argv[3], inductor_configs=configs)
+        aoti_compile_and_package()(ep, package_path=argv[3], inductor_configs=configs)
     except Exception:  # noqa: BLE001 - the failure is what we came for
         traceback.print_exc()
         print(REPRODUCED, flush=True)

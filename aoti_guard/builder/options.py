@@ -29,6 +29,7 @@ class BuildOptions:
     # export's shape guards (h*w == 64) only warn; they are enforced at load and the samples satisfy them
     allow_export_guards: bool = False
     golden_max_bytes: int = 16 * 1024 * 1024
+    samples: tuple[str, ...] = ()  # --samples: .safetensors files of golden inputs of the user's own (builder/user_samples.py)
     fp64_reference: bool = True
     atol: float | None = None
     rtol: float | None = None

@@ -1,6 +1,6 @@
 """What a build reads and writes, for the one path rule (runtime_probe/paths.py).
 
-Reads: the TARGET's file (a factory's ``file.py``, a saved program) and ``--key`` (``--sign-key``). Writes, in
+Reads: the TARGET's file (a factory's ``file.py``, a saved program), ``--samples`` and ``--key`` (``--sign-key``). Writes, in
 the order a build writes them: ``-o``, ``OUT.rejected.pt2`` (a build that fails validation is kept
 there), ``OUT.minify/`` (``--minify``), ``--keep-onnx``, ``--trace-dir``'s trace files, then the
 reports and the log. Light to import: the command line's error path uses it.
@@ -37,8 +37,9 @@ def target_file(target: Any) -> str | None:
 
 def build_paths(target: Any, values: Mapping[str, Any], *, reports: bool = True) -> Paths:
     """A build's reads and writes. ``values``: the build's flag values by dest name (``output``,
-    ``sign_key``, ``minify``, ``keep_onnx``, ``trace_dir``, ``json``, ``junit``, ``log_file``)."""
+    ``sign_key``, ``samples``, ``minify``, ``keep_onnx``, ``trace_dir``, ``json``, ``junit``, ``log_file``)."""
     reads = [Read(what, p) for what, p in (("the build target", target_file(target)), ("the signing key", values.get("sign_key"))) if p]
+    reads += [Read("the --samples file", os.fspath(p)) for p in values.get("samples") or () if isinstance(p, (str, os.PathLike))]
     writes: list[Write] = []
     output = values.get("output")
     if output:

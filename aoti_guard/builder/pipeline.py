@@ -22,6 +22,7 @@ from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder import user_samples as user_samples_mod
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
@@ -70,6 +71,7 @@ def check_options(options: BuildOptions) -> None:
         raise UsageError(f"unknown twin schedule {options.twin_schedule!r}", hint=f"use one of: {', '.join(twin_mod.SCHEDULES)}")
     if options.twin_weights not in twin_mod.WEIGHTS:
         raise UsageError(f"unknown twin weights {options.twin_weights!r}", hint=f"use one of: {', '.join(twin_mod.WEIGHTS)}")
+    user_samples_mod.check_sources(options.samples, "--samples")  # the files alone; the contract checks them after export
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
     parse_dynamic(options.dynamic)
@@ -271,6 +273,7 @@ class BuildState:
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
     example_outputs: Any = None  # eager's outputs on the example, from the export step
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
+    user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (user_samples.py)
 
 
 def resolve_step(st: BuildState) -> StepResult:
@@ -290,6 +293,7 @@ def resolve_step(st: BuildState) -> StepResult:
             evidence={"lines": exc.detail},
         )
         raise StepFailed([finding], "the model could not be produced") from exc
+    user_samples_mod.check_sources(spec.samples, "BuildSpec.samples")
     st.spec = spec
     st.is_program = isinstance(spec.model, torch.export.ExportedProgram)
     st.dynamic = spec.dynamic_shapes
@@ -329,6 +333,12 @@ def export_step(st: BuildState) -> StepResult:
     if guards.guards:
         st.contract = replace(st.contract, guards=guards.guards)
     st.export_guards_failed = guards.failed
+    # the user's own samples against the contract now, before anything compiles: a bad one is a UsageError
+    st.user_samples, rows = user_samples_mod.load_user_samples(
+        [*spec.samples, *st.options.samples], st.contract, validate.example_leaves(st.ep), guards_accepted=st.options.allow_export_guards
+    )
+    if rows:
+        st.extra["user_samples"] = rows
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
     training = not st.is_program and bool(getattr(spec.model, "training", False))
@@ -506,9 +516,12 @@ def validate_step(st: BuildState) -> StepResult:
         st.twin_pt2,
         example_outputs=st.example_outputs,
         graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
+        user_samples=st.user_samples,
     )
     detail: dict[str, Any] = {
-        "samples": [g.id for g in st.outcome.index],
+        **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),
+        "samples": [g.id for g in st.outcome.index] + [c.id for c in st.outcome.compact],  # all that reach the probe
+        "golden_storage": st.outcome.storage,  # per sample: stored full, compact (how), or dropped (why)
         "coverage": st.outcome.coverage,
         "timings": st.outcome.timings,
         "twin": st.outcome.twin_info,

@@ -128,9 +128,9 @@ def build_toolchain(wrapper: WrapperFacts, so_bytes: bytes | memoryview | None) 
     cxx = wrapper.compiler
     if cxx is None:
         try:
-            from torch._inductor.cpp_builder import get_cpp_compiler
+            from runtime_probe.torch_compat import cpp_compiler
 
-            cxx = get_cpp_compiler()
+            cxx = cpp_compiler()
         except Exception:  # noqa: BLE001 - best effort on older torch
             cxx = None
     driver: str | None = None

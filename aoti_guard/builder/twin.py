@@ -1,4 +1,4 @@
-"""The debug twin: the release program compiled again with NaN asserts and the kernel-name printer
+"""The debug twin: the release program compiled again with AOTI's value printer
 (``compile.TWIN_CONFIGS``), where it costs the build least.
 
 ``schedule(requested)`` says where (``--twin-schedule`` overrides ``auto``); ``auto`` is
@@ -59,17 +59,15 @@ WEIGHTS = ("auto", "shared", "own")
 def weights(requested: str, device: str) -> str:
     """Where the twin's weights are: ``"release"`` (none of its own: the release model's are
     loaded into it at run time, and the package stores them once) or ``"own"`` (a second copy in
-    the twin's .so, as before). ``requested`` is ``--twin-weights``.
+    the twin's .so). ``requested`` is ``--twin-weights``; ``auto`` shares them on every device
+    (``device`` is kept for a device where sharing must not be the default).
 
-    ``auto`` shares them on CPU, where loading the release .so's constants into the twin is tested
-    on every build. On CUDA it keeps them: the same path (``AOTIModelContainerRunnerCuda``) has not
-    run on a GPU yet (scripts/gpu_validation.sh checks it with ``--twin-weights shared``).
+    On CPU, loading the release .so's constants into the twin is tested on every build; on CUDA
+    the same path (``AOTIModelContainerRunnerCuda``) is checked by tests/gpu/test_gpu_twin_weights.py.
     """
-    if requested == "shared":
-        return "release"
     if requested == "own":
         return "own"
-    return "release" if device.split(":", 1)[0] == "cpu" else "own"
+    return "release"
 
 
 def schedule(requested: str = "auto") -> str:

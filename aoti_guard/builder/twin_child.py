@@ -37,9 +37,10 @@ def restore_hints(ep: Any) -> list[str]:
     expressions. Returns what was restored, e.g. ``["s9=2"]``.
     """
     import sympy  # type: ignore[import-untyped]
-    from torch._guards import detect_fake_mode
 
-    fake_mode = detect_fake_mode([n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"])
+    from runtime_probe.torch_compat import detect_fake_mode
+
+    fake_mode = detect_fake_mode()([n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"])
     shape_env = getattr(fake_mode, "shape_env", None)
     if shape_env is None:
         return []

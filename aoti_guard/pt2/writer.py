@@ -21,9 +21,9 @@ _CHUNK = 1024 * 1024
 
 
 def package_release(path: str, files: list[Any], model_name: str = layout.RELEASE_MODEL) -> None:
-    from torch._inductor.package import package_aoti  # type: ignore[attr-defined]
+    from runtime_probe.torch_compat import package_aoti
 
-    package_aoti(path, {model_name: files})
+    package_aoti()(path, {model_name: files})
 
 
 def zip_root(path: str) -> str:

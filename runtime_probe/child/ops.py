@@ -15,9 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_probe import numerics as _numerics
+from runtime_probe import torch_compat
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
+from runtime_probe.golden import cases as _golden_cases
 
 
 class State:
@@ -95,9 +97,10 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
     facts["cuda_available"] = cuda_ok
     facts["devices"] = devices
     facts["driver"] = _driver_facts()
+    facts["torch_features"] = torch_compat.features()
     if preload:
         try:
-            import torch.export.pt2_archive._package  # what make_loader imports
+            torch_compat.compiled_model_class()  # what make_loader imports
         except Exception:  # noqa: BLE001 - a warm-up only: load imports it again and reports
             pass
     return facts
@@ -137,19 +140,8 @@ def _driver_facts() -> dict[str, Any]:
 
 
 def make_loader(path: str, model_name: str, device_index: int | None) -> Any:
-    import torch
-    from torch.export.pt2_archive._package import AOTICompiledModel
-
-    index = -1 if device_index is None else int(device_index)
-    try:
-        # Constructed directly: torch's load_package retries a failed load and logs a misleading
-        # "Loading outdated pt2 file", and load_pt2 would load every model in the archive.
-        loader = torch._C._aoti.AOTIModelPackageLoader(path, model_name, False, 1, index)
-    except TypeError:
-        from torch._inductor.package import load_package  # type: ignore[attr-defined]
-
-        return load_package(path, model_name)
-    return AOTICompiledModel(loader)
+    """torch's compiled model for ``model_name`` in the package at ``path`` (torch_compat)."""
+    return torch_compat.make_package_loader(path, model_name, device_index)
 
 
 def op_load(
@@ -230,11 +222,15 @@ def op_run(
     import torch
 
     tensors = _tensors(state, golden_path)
+    # a compact sample's generated inputs, made again from their recipes (runtime_probe/golden)
+    made, refused = _golden_cases.regenerate(sample, tensors) if sample.get("recipes") else ({}, None)
+    if refused is not None:
+        return refused
     leaves: list[Any] = []
     gen = torch.Generator().manual_seed(0)
     for spec in inputs:
         if spec["kind"] == "tensor":
-            t = tensors[sample["inputs"][spec["name"]]]
+            t = made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
             if resize is not None and spec["name"] in resize:
                 t = _resample(t, resize[spec["name"]], gen)
             leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
@@ -268,7 +264,16 @@ def op_run(
             "shape": list(value.shape),
         }
         ref_key = sample.get("outputs", {}).get(name)
-        if tolerances is not None and ref_key is not None and ref_key in tensors:
+        digest = (sample.get("digests") or {}).get(name)
+        if tolerances is not None and digest is not None:
+            atol, rtol = tolerances.get(name, [0.0, 0.0])
+            try:
+                entry.update(
+                    _golden_cases.check_output(value, digest, tensors, atol, rtol, equal_nan, device if device.startswith("cuda") else None)
+                )
+            except (KeyError, ValueError) as exc:
+                return {"compact_error": f"output {name!r}: {str(exc)[:300]}"}
+        elif tolerances is not None and ref_key is not None and ref_key in tensors:
             atol, rtol = tolerances.get(name, [0.0, 0.0])
             on_gpu = device if device.startswith("cuda") else None  # the arithmetic beside the output, a chunk at a time
             entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=equal_nan, device=on_gpu))

@@ -5,9 +5,8 @@ Compatibility rules (docs/probe.md repeats them):
   arch-specific image (sm_90a) only on exactly that arch. Every kernel needs one runnable image.
 - Driver: the driver's CUDA version must be >= the host torch's CUDA runtime, and >= the build's.
 - torch: exact = same version string; compatible = same major.minor (a different local build tag
-  or patch); newer minor on the host = warning (AOTI's C shim is designed to stay compatible
-  forward); older host torch than the build = error (the .so may call shim functions that an older
-  libtorch lacks).
+  or patch: info); different minor releases = version skew, judged by the table of pairs that
+  were run (host/skew.py: seen to pass = info, never run = warning, seen to fail = error).
 - CPU ISA: every feature the native code was compiled to use must be in /proc/cpuinfo (else SIGILL).
 - C++ runtime: the libstdc++ the process maps must define the .so's highest GLIBCXX/CXXABI
   version, and the C library its highest GLIBC version.
@@ -25,6 +24,7 @@ from typing import Any
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.host import cpu as _cpu
+from runtime_probe.host.skew import skew_finding
 from runtime_probe.package.manifest import Manifest
 
 __all__ = ["Requirements", "arch_runs_on", "check_host", "compare_torch", "parent_facts", "parse_device"]
@@ -387,28 +387,10 @@ def _check_versions(req: Requirements, child: Mapping[str, Any], findings: list[
     host = str(child.get("torch"))
     if req.torch:
         verdict = compare_torch(req.torch, host)
-        if verdict == "older":
-            findings.append(
-                error(
-                    "env.torch_mismatch",
-                    PHASE,
-                    f"this host's torch {host} is older than the build's {req.torch}",
-                    expected=f">= {req.torch}",
-                    found=host,
-                    hint="install the build's torch version (or newer): an older libtorch may lack functions the .so calls",
-                )
-            )
-        elif verdict == "newer":
-            findings.append(
-                warning(
-                    "env.torch_mismatch",
-                    PHASE,
-                    f"this host's torch {host} is newer than the build's {req.torch}",
-                    expected=req.torch,
-                    found=host,
-                    hint="AOTI's ABI is meant to stay compatible forward, but validate the package with this torch (this probe does)",
-                )
-            )
+        if verdict in ("older", "newer"):
+            skew = skew_finding(req.torch, host, req.device_type)
+            if skew is not None:
+                findings.append(skew)
         elif verdict == "compatible":
             findings.append(
                 info(

@@ -3,10 +3,11 @@ ladder's logic is unit-tested on CPU with output recorded on the GPU machine."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.ladder import printer as _printer
 from runtime_probe.ladder import readers as _diagnose
 
 __all__ = ["durable_fix", "native_findings", "tail", "twin_findings"]
@@ -19,28 +20,66 @@ def tail(text: str, lines: int = 12) -> list[str]:
 
 
 def twin_findings(
-    stdout: str, stderr: str, *, replay_kind: str, device_type: str, crash_signal: str | None
+    stdout: str,
+    stderr: str,
+    *,
+    replay_kind: str,
+    device_type: str,
+    crash_signal: str | None,
+    baseline: Mapping[str, Sequence[str]] | None = None,
+    input_name: Callable[[int], str] | None = None,
+    sample: str | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
-    """What the debug twin's run says: the kernel that was running at a fault, or the first kernel
-    after which a NaN/Inf appeared. Pure: unit-tested on output recorded on the GPU machine."""
+    """What the debug twin's run says: the first value the build's non-finite ``baseline`` does
+    not explain (a NaN, or an Inf where the golden samples had none) and the kernel that wrote it,
+    read off the level-2 printer (ladder/printer.py); or, for a twin built with NaN asserts, the
+    buffer the assert stopped at; or the kernel that was running at a fault. ``input_name`` turns
+    a graph input's position into the contract's name; ``sample`` names the failing inputs.
+    Pure: unit-tested on recorded output."""
     trace = _diagnose.kernel_trace(stdout)
+    prints = _printer.parse_prints(stdout)
+    allowed = baseline or {}
+    departure = _printer.first_departure(prints, allowed) if prints else None
     nan = _diagnose.nan_buffer(stderr)
     cuda = _diagnose.cuda_error(stdout + "\n" + stderr)
+    on = f" on {sample}" if sample else ""
     evidence: dict[str, Any] = {
         "launched": list(trace.launched[-20:]),
         "running": trace.unfinished,
         "last_finished": trace.last_finished,
         "nan": list(nan) if nan else None,
+        "printed_values": len(prints),
+        "departure": _departure_dict(departure, input_name) if departure else None,
+        "baseline": {k: list(v) for k, v in allowed.items()},
         "native": tail(stderr),
     }
     findings: list[Finding] = []
-    if nan is not None:
+    if departure is not None:
+        inputs = {p.name: p.input_index for p in prints if p.input_index is not None}
+        findings.append(_departure_finding(departure, allowed, inputs, input_name, on, trace))
+    elif nan is not None and nan[0] == "Inf":
+        # A twin built with NaN asserts (before issue 26) stops at the first Inf, which a masked
+        # attention holds by design: where it stopped is no cause, and it saw nothing after it.
+        findings.append(
+            warning(
+                "run.nonfinite",
+                PHASE,
+                f"the debug twin's NaN/Inf assert stopped{on} at the first Inf, in {nan[1]}: an Inf there may be intended "
+                "(an additive -inf attention mask), and the twin saw nothing after it",
+                expected="a NaN, or an Inf the build's golden samples did not hold",
+                found=f"Inf in {nan[1]}",
+                hint="rebuild the package with this aoti-guard: its twin prints every kernel's values without stopping, "
+                "and the escalation names the first NaN past an intended Inf",
+                evidence={"buffer": nan[1], "launched": list(trace.launched[-10:])},
+            )
+        )
+    elif nan is not None:
         kernel = trace.last_finished or trace.unfinished
         findings.append(
             error(
                 "run.nonfinite",
                 PHASE,
-                f"the first {nan[0]} appears in {nan[1]}, written by kernel {kernel}",
+                f"the first {nan[0]} appears{on} in {nan[1]}, written by kernel {kernel}",
                 found=f"{nan[0]} in {nan[1]}",
                 hint=f"inspect {kernel} in the package's generated code (aoti-guard inspect) and the inputs that reach it; the kernels before it produced finite values",
                 evidence={"kernel": kernel, "buffer": nan[1], "launched": list(trace.launched[-10:])},
@@ -59,7 +98,7 @@ def twin_findings(
                 evidence={"kernel": kernel, "line": cuda[1], "launched": list(trace.launched[-10:])},
             )
         )
-    elif replay_kind == "nonfinite" and device_type == "cpu" and trace.launched:
+    elif replay_kind == "nonfinite" and device_type == "cpu" and trace.launched and not prints:
         findings.append(
             info(
                 "run.nonfinite",
@@ -81,6 +120,52 @@ def twin_findings(
             )
         )
     return findings, evidence
+
+
+def _departure_dict(d: _printer.Departure, input_name: Callable[[int], str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": d.name, "kernel": d.kernel, "kinds": list(d.kinds), "baseline": list(d.expected)}
+    if d.input_index is not None:
+        out["input"] = input_name(d.input_index) if input_name else f"input {d.input_index}"
+    return out
+
+
+def _departure_finding(
+    d: _printer.Departure,
+    allowed: Mapping[str, Sequence[str]],
+    inputs: Mapping[str, int],
+    input_name: Callable[[int], str] | None,
+    on: str,
+    trace: Any,
+) -> Finding:
+    def label(name: str) -> str:  # a graph input by the contract's name too: "mask (arg7_1)"
+        return f"{input_name(inputs[name])} ({name})" if name in inputs and input_name else name
+
+    intended = ", ".join(f"{label(name)} ({'/'.join(kinds)})" for name, kinds in list(allowed.items())[:6])
+    more = f" and {len(allowed) - 6} more" if len(allowed) > 6 else ""
+    past = f"; past the non-finite values the build's golden samples hold by design: {intended}{more}" if intended else ""
+    expected = f"{d.name} holding {'/'.join(d.expected)} at most (the build's baseline)" if d.expected else f"{d.name} finite"
+    detail = _departure_dict(d, input_name)
+    if d.kernel is None:
+        what = detail["input"]
+        return error(
+            "run.nonfinite",
+            PHASE,
+            f"the input {what} ({d.name}) holds {d.kind} on entry{on}, before any kernel ran{past}",
+            expected=expected,
+            found=f"{d.kind} in {what}",
+            hint=f"the caller passes {d.kind} in {what}; the kernels are not its cause",
+            evidence={"buffer": d.name, "argument": what, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
+        )
+    return error(
+        "run.nonfinite",
+        PHASE,
+        f"the first {d.kind} appears{on} in {d.name}, written by kernel {d.kernel}{past}",
+        expected=expected,
+        found=f"{d.kind} in {d.name}",
+        hint=f"inspect {d.kernel} in the package's generated code (aoti-guard inspect) and the inputs that reach it; "
+        "every value written before it is finite or in the baseline",
+        evidence={"kernel": d.kernel, "buffer": d.name, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
+    )
 
 
 def durable_fix(built_with: str | None, process_libstdcxx: str | None, glibcxx: str | None) -> str:

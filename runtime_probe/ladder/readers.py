@@ -24,7 +24,9 @@ __all__ = [
     "parse_backtrace",
 ]
 
-_LAUNCH = re.compile(r"\[\s*(before_launch|after_launch)\s*[:\-]\s*(\S+?)\s*\]")
+# Level 3 prints "[ before_launch: KERNEL ]"; level 2 "[  before_launch - KERNEL - ARG  ]:" once per
+# tensor argument (runtime_probe/ladder/printer.py reads its values).
+_LAUNCH = re.compile(r"\[\s*(before_launch|after_launch)\s*[:\-]\s*(\S+?)(?:\s+-\s+\S+)?\s*\]")
 _NAN = re.compile(r"At least one (NaN|Inf|INF|nan|inf)[^\n]*? in (\w+)")
 
 
@@ -41,7 +43,11 @@ def kernel_trace(stdout: str) -> KernelTrace:
     launched: list[str] = []
     open_: list[str] = []
     last_done: str | None = None
+    previous: tuple[str, str] | None = None
     for kind, name in _LAUNCH.findall(stdout):
+        if (kind, name) == previous:
+            continue  # level 2: the same launch, its next argument
+        previous = (kind, name)
         if kind == "before_launch":
             launched.append(name)
             open_.append(name)

@@ -3,8 +3,9 @@ instruments until the cause has a name. No recompilation: the debug twin is in t
 
 1. strict: AOTI_RUNTIME_CHECK_INPUTS=1 (and on CUDA: CUDA_LAUNCH_BLOCKING=1,
    PYTORCH_NO_CUDA_MEMORY_CACHING=1), so errors surface at the faulting call and inputs are checked.
-2. twin: the debug twin (kernel-name printer + NaN asserts) on the same inputs: the kernel that
-   was running at a fault, the first kernel after which a NaN/Inf appears.
+2. twin: the debug twin (AOTI's value printer) on the same inputs: the kernel that was running at
+   a fault, the first NaN (or Inf the build's golden samples did not hold) and the kernel that
+   wrote it (ladder/printer.py).
 3. sanitizer: compute-sanitizer memcheck's first error (CUDA faults, where it is installed).
 4. native: a backtrace under gdb or cuda-gdb (batch mode) for a crash, its frames classified.
 5. remedy: where the cause has a safe candidate fix (preloading a C++ runtime), try it in a child
@@ -24,7 +25,7 @@ from typing import Any
 
 from runtime_probe import layout
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
-from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.findings import Finding, Severity, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.ladder import readers as _diagnose
 from runtime_probe.ladder.findings import native_findings, tail, twin_findings
@@ -32,7 +33,7 @@ from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
 
-__all__ = ["LadderContext", "Replay", "run_ladder"]
+__all__ = ["LadderContext", "Replay", "no_verdict", "run_ladder"]
 
 PHASE = "escalate"
 
@@ -44,6 +45,7 @@ class Replay:
     stage: str  # "load" | "run"
     kind: str  # "crash" | "error" | "timeout" | "nonfinite" | "mismatch"
     run_args: Mapping[str, Any] | None = None  # the op_run arguments of the failing sample
+    sample: str | None = None  # what the failing run was given: "golden sample example", "the --inputs"
 
 
 @dataclass
@@ -254,7 +256,30 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
             findings += cause_findings
         if ctx.remaining() > 10:
             findings += _remedy_step(ctx, replay, release, cause)
+    if not any(f.severity is Severity.ERROR for f in findings):
+        findings.append(no_verdict(replay, ctx.steps))
     return findings
+
+
+def no_verdict(replay: Replay, steps: Sequence[Mapping[str, Any]]) -> Finding:
+    """The ladder ran and named nothing: an error, so the phase never reads as passed. It says
+    which steps ran and how each ended (``steps``: the ladder's records)."""
+    tried = []
+    for s in steps:
+        why = s.get("evidence", {}).get("reason")
+        tried.append(f"{s.get('step')} ({s.get('outcome')}{': ' + str(why) if why else ''})")
+    what = {"nonfinite": "non-finite output", "mismatch": "mismatch"}.get(replay.kind, replay.kind)
+    on = f" of {replay.sample}" if replay.sample else ""
+    return error(
+        "escalate.no_verdict",
+        PHASE,
+        f"the escalation named no cause for the {replay.stage} {what}{on}; tried: {', '.join(tried) or 'nothing (no time left)'}",
+        expected="a step that names the kernel, buffer, input or library at fault",
+        found="no step named one",
+        hint="the failure stands (see the phases above); the steps' evidence is in this phase's detail. A mismatch with "
+        "finite values has no instrument here: the build's stage bisection (aoti-guard build) names the stage that departs",
+        evidence={"tried": [dict(s) for s in steps], "failure": {"stage": replay.stage, "kind": replay.kind}},
+    )
 
 
 def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
@@ -277,8 +302,16 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
         constants_from=twin_constants_from(ctx.path, ctx.manifest),
     )
     crash = outcome.failure.signal if isinstance(outcome.failure, ChildCrashed) else None
+    recorded = ctx.manifest.twin.nonfinite
     findings, evidence = twin_findings(
-        outcome.stdout, outcome.stderr, replay_kind=replay.kind, device_type=ctx.device_type, crash_signal=crash
+        outcome.stdout,
+        outcome.stderr,
+        replay_kind=replay.kind,
+        device_type=ctx.device_type,
+        crash_signal=crash,
+        baseline=recorded.names if recorded is not None else None,
+        input_name=lambda i: _input_name(ctx, i),
+        sample=replay.sample,
     )
     _record(ctx, "twin", started, outcome, evidence)
     return findings

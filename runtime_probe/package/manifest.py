@@ -15,15 +15,19 @@ from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
+    "CompactSample",
     "ConstantSpec",
     "Dim",
     "Golden",
     "GoldenSample",
     "IOContract",
+    "InputRecipe",
     "InputSpec",
     "KernelImage",
     "Manifest",
     "ManifestError",
+    "NonfiniteBaseline",
+    "OutputDigest",
     "OutputSpec",
     "ParamSpec",
     "ShapeGuard",
@@ -39,7 +43,10 @@ __all__ = [
 
 # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs; 1.3: debug_twin_without_weights;
 # 1.4: IOContract.guards (a 1.3 reader ignores them: it accepts what the guards refuse, as a bare AOTI load does)
-MANIFEST_SCHEMA_VERSION = "1.4"
+# 1.5: Golden.compact_samples (a 1.4 reader ignores them and checks the full samples alone, which
+# is what a 1.4 build stored: never a false verdict on a sample it cannot read); TwinInfo.nonfinite
+# (a 1.4 reader ignores it: its twin asserts on the first NaN/Inf, a printer twin it reads as names only)
+MANIFEST_SCHEMA_VERSION = "1.5"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -227,6 +234,59 @@ class GoldenSample:
 
 
 @dataclass(frozen=True)
+class InputRecipe:
+    """A generated golden input, made again bit-exactly on the target by
+    runtime_probe/golden/recipe.py (the generator the build used). Since schema 1.5."""
+
+    input: str  # the contract's input name
+    kind: str  # "pool" | "mask" | "ids" | "positions" (recipe.KINDS)
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    seed: int
+    sha256: str  # of the generated values' row-major little-endian bytes
+    pool: str | None = None  # "pool": key of a 1-D tensor in the golden file whose values it draws
+    low: int | None = None  # "ids": the inclusive range drawn from (both ends always present)
+    high: int | None = None
+    keep: int | None = None  # "mask": the value of a position attended to, and of a padded one
+    pad: int | None = None
+    follows: str | None = None  # "positions": the mask input whose padding the positions follow
+
+
+@dataclass(frozen=True)
+class OutputDigest:
+    """A reference output too large to store: a fixed subset of its elements (stored in the golden
+    file) and its statistics, with tolerances derived from the elementwise rule so that an output
+    that passes elementwise always passes them (runtime_probe/golden/compact.py). Since 1.5."""
+
+    output: str
+    dtype: str
+    shape: tuple[int, ...]
+    indices: str  # key of the int64 row-major positions in the golden file
+    values: str  # key of the reference's values at them
+    nonfinite: int  # NaN/Inf count: must match exactly
+    # over the finite elements (None: no finite element, or the sum is beyond float64)
+    sum: float | None = None
+    abs_sum: float | None = None
+    min: float | None = None
+    max: float | None = None
+    sum_tol: float = 0.0  # |sum_t - sum_r| and |abs_sum_t - abs_sum_r| at most this
+    minmax_tol: float = 0.0  # |min_t - min_r| and |max_t - max_r| at most this
+
+
+@dataclass(frozen=True)
+class CompactSample:
+    """A golden sample over the size cap, kept in compact form. Since schema 1.5."""
+
+    id: str
+    symbols: dict[str, int]
+    origin: str  # "example" | "generated" | "user"
+    inputs: dict[str, str]  # captured inputs, stored whole: input name -> key in the golden file
+    recipes: tuple[InputRecipe, ...]  # generated inputs
+    outputs: tuple[OutputDigest, ...]
+
+
+@dataclass(frozen=True)
 class Golden:
     entry: str
     samples: tuple[GoldenSample, ...]
@@ -235,6 +295,19 @@ class Golden:
     cap_bytes: int
     rule: str = ""
     dropped: tuple[str, ...] = ()
+    # samples over the cap, in compact form (since 1.5; a 1.4 reader ignores them); None: none
+    compact_samples: tuple[CompactSample, ...] | None = None
+
+
+@dataclass(frozen=True)
+class NonfiniteBaseline:
+    """What the twin's printer showed on the golden samples: ``names`` maps a graph input or
+    buffer to the non-finite kinds it held ("nan", "-inf", "+inf"; runtime_probe/ladder/printer.py);
+    a name that stayed finite is absent. ``version``: bump when a name or a kind changes meaning."""
+
+    version: int
+    samples: tuple[str, ...]
+    names: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,12 +315,16 @@ class TwinInfo:
     model_name: str
     entry_prefix: str  # where its files sit in the archive (outside torch's scan path)
     nan_asserts: bool
-    intermediate_value_printer: str  # AOTI printer level compiled in ("3": kernel names)
+    intermediate_value_printer: str  # AOTI printer level compiled in ("3": kernel names, "2": values too)
     inductor_configs: dict[str, str] = field(default_factory=dict)
     kernels: tuple[str, ...] = ()  # kernel names the twin printed on the example sample at build time
     # "own": the weights are in the twin's .so; "release": it has none and is given the release
     # model's constants at load (runtime_probe.package.release_constants)
     weights: str = "own"
+    # The baseline the escalation reads the level-2 printer against: which graph inputs and buffers
+    # (the twin's names: arg7_1, buf10) held NaN/-inf/+inf on the golden samples at build time.
+    # None: no baseline (a level-3 twin, or none recorded). Since 1.5.
+    nonfinite: NonfiniteBaseline | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Give a debug twin built without weights the release model's constants.
 
 A twin compiled with ``aot_inductor.package_constants_in_so=False`` (``aoti-guard build``'s
-default on CPU, ``--twin-weights``) holds no weights of its own: the package stores them once, in
+default, ``--twin-weights``) holds no weights of its own: the package stores them once, in
 the release model's .so. A twin run without them dereferences null constants and crashes, so
 everything that loads such a twin (the build's twin check, the probe's escalation, the guarded
 loader) calls ``share_release_constants`` before the first run.
@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime_probe import layout
 from runtime_probe.package.archive import open_archive
+from runtime_probe.torch_compat import TorchCompatError, container_runner
 
 __all__ = ["ReleaseConstantsError", "release_so", "share_release_constants"]
 
@@ -49,15 +50,10 @@ def release_so(package_path: str, model_name: str, dest_dir: str) -> str:
 
 
 def _runner(so_path: str, device_type: str, device_index: int | None) -> Any:
-    import torch
-
-    aoti = torch._C._aoti
-    if device_type == "cpu":
-        return aoti.AOTIModelContainerRunnerCpu(so_path, 1)
-    if device_type == "cuda":
-        device = f"cuda:{0 if device_index is None or device_index < 0 else device_index}"
-        return aoti.AOTIModelContainerRunnerCuda(so_path, 1, device, os.path.dirname(so_path))
-    raise ReleaseConstantsError(f"no container runner for device type {device_type!r}")
+    try:
+        return container_runner(so_path, device_type, device_index)
+    except TorchCompatError as exc:
+        raise ReleaseConstantsError(str(exc)) from None
 
 
 def share_release_constants(twin: Any, package_path: str, model_name: str, device_type: str, device_index: int | None) -> dict[str, Any]:

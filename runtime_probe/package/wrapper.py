@@ -6,10 +6,12 @@ checks) and for the debug twin (``aoti_guard/twin/``: whether its .so holds the 
 
 from __future__ import annotations
 
+from runtime_probe import layout
 from runtime_probe.formats.wrapper_cpp import WrapperFacts, parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, Archive
+from runtime_probe.torch_compat import so_features
 
-__all__ = ["MAX_WRAPPER_BYTES", "wrapper_facts"]
+__all__ = ["MAX_WRAPPER_BYTES", "model_so_features", "wrapper_facts"]
 
 MAX_WRAPPER_BYTES = 256 * 1024 * 1024
 
@@ -23,3 +25,16 @@ def wrapper_facts(archive: Archive, prefix: str) -> WrapperFacts | None:
             except READ_ERRORS:
                 continue
     return None
+
+
+def model_so_features(archive: Archive, prefix: str) -> dict[str, bool] | None:
+    """What the model .so under ``prefix`` was compiled to support (``torch_compat.so_features``:
+    the [AOTI_LOAD] log, ...); None when it has no .so or it cannot be read."""
+    names = sorted(e.rel for e in archive.under(prefix) if "/" not in e.rel[len(prefix) :])
+    chosen = layout.model_library(names)
+    if chosen is None:
+        return None
+    try:
+        return so_features(archive.iter_chunks(chosen))
+    except READ_ERRORS:
+        return None

@@ -20,15 +20,18 @@ from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, 
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import check_weights
-from runtime_probe.package.wrapper import wrapper_facts
+from runtime_probe.package.wrapper import model_so_features, wrapper_facts
 from runtime_probe.paths import probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
+from runtime_probe.probe.inputs_file import InputsFileError, read_inputs_header
+from runtime_probe.probe.load_log import LoadLog, read_load_log
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.probe.shapes import parse_shapes, resolve_shapes
 from runtime_probe.trust.check import check_archive
@@ -61,6 +64,7 @@ class Device:
     golden_valid: bool = True
     replay: Replay | None = None
     weights_args: dict[str, Any] | None = None  # how --weights was loaded, for the ladder's replays
+    load_log: LoadLog | None = None  # the model .so's own [AOTI_LOAD] lines (probe/load_log.py)
     log: list[str] = field(default_factory=list)  # torch's warnings and log records from the child's stderr
 
     @property
@@ -158,15 +162,23 @@ def _weightless(shared: Shared, dev: Device) -> Finding | None:
     if shared.options.weights is not None:
         return None
     loaded = dev.host.get("loaded_constant_fqns") or []
+    # a .so built by torch >= 2.14 says so itself: no "[AOTI_LOAD] load_constants" line (load_log.py)
+    said = dev.load_log is not None and dev.load_log.loaded_none
+    told = "; its .so printed no [AOTI_LOAD] constant load under AOTI_LOG_LOADING=1" if said else ""
     if shared.manifest is not None:
         if not no_weights(shared.manifest, False) or not (loaded or shared.manifest.package_constants()):
             return None
-        source = "the manifest says it was built with aot_inductor.package_constants_in_so=False"
+        source = "the manifest says it was built with aot_inductor.package_constants_in_so=False" + told
+    elif said and loaded and not _weights_entry(shared.archive):
+        source = "its model .so loaded no constants of its own (no [AOTI_LOAD] constant load under AOTI_LOG_LOADING=1)"
     else:
         facts = wrapper_facts(shared.archive, layout.model_dir(layout.RELEASE_MODEL))
         if facts is None or facts.include_weights is not False or not loaded or _weights_entry(shared.archive):
             return None
         source = f"its wrapper.cpp builds the model with include_weights=false ({facts.num_constants} constant(s))"
+    evidence: dict[str, Any] = {"constants": sorted(loaded)[:50]}
+    if dev.load_log is not None and dev.load_log.can_log:
+        evidence["aoti_load"] = dev.load_log.to_detail()
     return error(
         "constants.missing",
         "constants",
@@ -174,7 +186,7 @@ def _weightless(shared: Shared, dev: Device) -> Finding | None:
         expected=f"{len(loaded)} constant(s) loaded (--weights FILE.safetensors)",
         found="none loaded",
         hint="pass --weights FILE.safetensors (checked before load_constants), or rebuild with package_constants_in_so=True; the model was not called: its first call would read unset memory (SIGSEGV)",
-        evidence={"constants": sorted(loaded)[:50]},
+        evidence=evidence,
     )
 
 
@@ -204,6 +216,7 @@ def _replay_kind(exc: ChildFailure) -> str:
 def load_phase(shared: Shared, dev: Device) -> Phase:
     assert dev.worker is not None
     model_name = shared.manifest.model_name if shared.manifest is not None else layout.RELEASE_MODEL
+    mark = dev.worker.stderr.total
     try:
         reply = dev.worker.request(
             "load", shared.options.timeout_s, key="release", path=shared.path, model_name=model_name, device_index=dev.device_index
@@ -212,7 +225,13 @@ def load_phase(shared: Shared, dev: Device) -> Phase:
         dev.replay = Replay("load", _replay_kind(exc))
         return [_child_finding(exc, "loading the package", "load", shared, dev)], {}, False
     dev.host["loaded_constant_fqns"] = reply.get("constant_fqns")
-    return [], {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}, True
+    detail = {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}
+    assert shared.archive is not None
+    so = model_so_features(shared.archive, layout.model_dir(model_name))
+    dev.load_log = read_load_log(dev.worker.stderr.since(mark), so, dev.worker.env)
+    if dev.load_log.lines or dev.load_log.can_log:
+        detail["aoti_load"] = dev.load_log.to_detail()
+    return [], detail, True
 
 
 def _compare_constants(m: Manifest | None, loaded: list[str] | None) -> tuple[list[Finding], dict[str, Any]]:
@@ -345,7 +364,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
     findings: list[Finding] = []
     runs: list[dict[str, Any]] = []
     cases: list[tuple[str, dict[str, Any]]] = []
-    if m is None or m.golden is None or not m.golden.samples or shared.golden_path is None:
+    stored: dict[str, str] = {}  # sample -> "full" | "compact"
+    if m is None or m.golden is None or not (m.golden.samples or m.golden.compact_samples) or shared.golden_path is None:
         findings.append(
             warning(
                 "golden.missing",
@@ -356,6 +376,10 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         )
     else:
         samples = m.golden.samples[:1] if shared.options.fast else m.golden.samples
+        compact, invalid = _golden_cases.compact_cases(m, shared.golden_path)  # checked before any child allocates
+        findings += invalid
+        compact = compact[: 0 if samples else 1] if shared.options.fast else compact
+        stored.update({s.id: "full" for s in samples} | {sid: "compact" for sid, _ in compact})
         for s in samples:
             cases.append(
                 (
@@ -369,6 +393,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                     ),
                 )
             )
+        cases += [(sid, _run_args(shared, dev, shared.golden_path, sample, user=False)) for sid, sample in compact]
     if shared.options.shapes is not None:
         cases.append(("shapes", _shapes_case(shared, dev)))
     if shared.options.inputs is not None and m is not None:
@@ -385,7 +410,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             if sample_id == "inputs" and findings[-1].code == "run.device_assert":
                 findings[-1] = _named_index(shared, findings[-1])
             if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
-                dev.replay = Replay("run", _replay_kind(exc), _replay_args(args))
+                dev.replay = Replay("run", _replay_kind(exc), _replay_args(args), sample=what)
             if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
                 continue  # the child lives on; a CUDA error poisons the context, so stop there
             break
@@ -403,14 +428,23 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
                 )
             )
             continue
+        unchecked = _golden_cases.reply_findings(sample_id, reply)  # a compact sample that could not run
+        if unchecked:
+            findings += unchecked
+            continue
         runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
+        if sample_id in stored:
+            runs[-1]["stored"] = stored[sample_id]
         if reply.get("latency_ms"):
             runs[-1]["latency_ms"] = reply["latency_ms"]
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
-            dev.replay = Replay("run", "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch", _replay_args(args))
+            kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
+            shown = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            dev.replay = Replay("run", kind, _replay_args(args), sample=shown)
     detail: dict[str, Any] = {"runs": runs, "compared": dev.golden_valid}
+    detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in runs if "stored" in r]
     if not cases and not has_errors(findings):  # nothing ran: not "passed"
         detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
     return findings, detail, True
@@ -436,36 +470,13 @@ def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
 def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, list[Finding]]:
     """The --inputs file as one more sample, after checking its tensor names (header only)."""
     assert shared.manifest is not None and shared.options.inputs is not None
-    try:
-        header = _safetensors.read_header(shared.options.inputs)
-    except (_safetensors.SafetensorsError, OSError) as exc:
-        return None, [
-            error(
-                "input.count",
-                "golden",
-                f"--inputs cannot be read: {exc}",
-                hint="write it with safetensors.torch.save_file({name: tensor}, path)",
-            )
-        ]
+    try:  # the one reader of a file of named inputs (build --samples reads its files with it too)
+        header, extra = read_inputs_header(shared.options.inputs, shared.manifest.io.tensor_inputs(), f"--inputs {shared.options.inputs}")
+    except InputsFileError as exc:
+        evidence = {"argument": exc.argument} if exc.argument is not None else {}
+        return None, [error("input.count", "golden", exc.message, expected=exc.expected, found=exc.found, hint=exc.hint, evidence=evidence)]
     names = [i.name for i in shared.manifest.io.tensor_inputs()]
-    missing = [n for n in names if n not in header.tensors]
-    if missing:
-        return None, [
-            error(
-                "input.count",
-                "golden",
-                f"--inputs lacks {', '.join(missing)}",
-                expected=", ".join(names),
-                found=", ".join(header.tensors) or "nothing",
-                hint="name each tensor after the model's input",
-                evidence={"argument": missing[0]},
-            )
-        ]
-    findings = [
-        warning("input.count", "golden", f"--inputs has tensors the model does not take: {', '.join(extra)}")
-        for extra in [sorted(set(header.tensors) - set(names))]
-        if extra
-    ]
+    findings = [warning("input.count", "golden", f"--inputs has tensors the model does not take: {', '.join(extra)}")] if extra else []
     values = value_range_findings(shared.options.inputs, header, shared.manifest.io.tensor_inputs(), "golden")
     if values:
         return None, findings + values  # never hand native code an index outside its table
@@ -533,7 +544,8 @@ def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list
                 error(
                     "golden.mismatch",
                     "golden",
-                    f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)",
+                    f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)"
+                    + _golden_cases.stats_words(st),
                     expected=f"|out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|" if tol else "within tolerance",
                     found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
                     hint="the package computes different results on this host: check the host findings (arch, torch)",

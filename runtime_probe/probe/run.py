@@ -27,6 +27,7 @@ from runtime_probe.ladder.steps import LadderContext, run_ladder
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.private_copy import tmpdir_finding
 from runtime_probe.paths import probe_paths
+from runtime_probe.probe.load_log import ENV as LOAD_LOG_ENV
 from runtime_probe.probe.options import PHASES, ProbeOptions, ProgressFn
 from runtime_probe.probe.phases import (
     Device,
@@ -255,8 +256,9 @@ def _child_env(shared: Shared) -> dict[str, str | None]:
 
 
 def _new_worker(shared: Shared) -> Worker:
-    """A device's child: AOTI's own input checks on, so a wrong input is an error, not garbage."""
-    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **_child_env(shared)}, python=shared.options.python)
+    """A device's child: AOTI's own input checks on, so a wrong input is an error, not garbage;
+    a .so built by torch >= 2.14 logs its constant loads (the load phase's evidence: load_log.py)."""
+    return Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", **LOAD_LOG_ENV, **_child_env(shared)}, python=shared.options.python)
 
 
 # what torch says on the child's stderr: Python warnings ("x.py:105: FutureWarning: ...") and

@@ -1,5 +1,5 @@
-"""A debug twin without weights of its own on CUDA (``--twin-weights shared``): not yet the
-default there (aoti_guard/builder/twin.py, ``weights``) until these pass on a GPU. The CPU
+"""A debug twin without weights of its own on CUDA (``--twin-weights shared``): the default there
+too since issue 26 (aoti_guard/builder/twin.py, ``weights``); these confirm it on a GPU. The CPU
 counterpart, run in CI: tests/integration/test_twin_weights.py."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def test_the_build_ran_the_shared_twin_on_the_release_weights() -> None:
     report = json.loads(pkg("nan_shared").with_suffix(".build.json").read_text())
     assert report["passed"], report
     twin = next(p for p in report["phases"] if p["name"] == "validate")["detail"]["twin"]
-    assert twin["kernels"] and twin["max_abs_vs_release"] == 0.0, twin
+    # the twin is its own compile (the level-2 value printer, issue 26): run 15 saw 1.2e-7 (1 ulp)
+    assert twin["kernels"] and twin["max_abs_vs_release"] <= 1e-6, twin
     with zipfile.ZipFile(pkg("nan_shared")) as zf:
         root = zf.namelist()[0].split("/", 1)[0]
         manifest = json.loads(zf.read(f"{root}/extra/aoti_guard/manifest.json"))

@@ -1,7 +1,10 @@
-"""Session fixtures: real AOTI packages, built once per test session on CPU through the CLI.
+"""Session fixtures: real AOTI packages, built once per test RUN on CPU through the CLI.
 
 Each build is a real `aoti-guard build` subprocess (so the fixtures also exercise the entry point,
-exit codes and the JSON report). The Inductor cache makes reruns fast.
+exit codes and the JSON report). Under pytest-xdist every worker is a session of its own: the
+packages live in a folder the workers share (the run's base temp), and the first worker to ask
+for one builds it under a file lock while the others wait for it and then read it (`once`). The
+Inductor cache makes reruns fast. A test that changes a package copies it first.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 HERE = Path(__file__).parent
 MODELS = HERE / "models.py"
@@ -51,48 +55,81 @@ def build_package(out_dir: Path, name: str, target: str | None, *extra: str) -> 
     return Built(out, proc.returncode, proc.stdout, proc.stderr, data)
 
 
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every xdist worker of this run sees (the run's base temp; the session's own
+    without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def once(folder: Path, name: str, make: Callable[[], Any]) -> Any:
+    """``make()``'s result, made once per run across the xdist workers: the first caller makes it
+    under ``folder/NAME.lock`` and records it in ``NAME.result.json``; the others read that."""
+    record = folder / f"{name}.result.json"
+    with FileLock(str(folder / f"{name}.lock")):
+        if record.exists():
+            data = json.loads(record.read_text())
+            return (
+                Built(Path(data["path"]), data["returncode"], data["stdout"], data["stderr"], data["report"])
+                if data["built"]
+                else Path(data["path"])
+            )
+        made = make()
+        if isinstance(made, Built):
+            data = {
+                "built": True,
+                "path": str(made.path),
+                "returncode": made.returncode,
+                "stdout": made.stdout,
+                "stderr": made.stderr,
+                "report": made.report,
+            }
+        else:
+            data = {"built": False, "path": str(made)}
+        record.write_text(json.dumps(data))
+        return made
+
+
 @pytest.fixture(scope="session")
 def pkg_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("packages")
+    return shared_dir(tmp_path_factory, "packages")
+
+
+def shared_build(pkg_dir: Path, name: str, target: str | None, *extra: str) -> Built:
+    """``build_package`` once per run (``once``); the build must pass."""
+    built: Built = once(pkg_dir, name, lambda: build_package(pkg_dir, name, target, *extra))
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return built
 
 
 @pytest.fixture(scope="session")
 def example_pkg(pkg_dir: Path) -> Built:
-    built = build_package(pkg_dir, "example", None)
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "example", None)
 
 
 @pytest.fixture(scope="session")
 def static_pkg(pkg_dir: Path) -> Built:
-    built = build_package(pkg_dir, "static", f"{MODELS}:static", "--no-debug-twin")
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "static", f"{MODELS}:static", "--no-debug-twin")
 
 
 @pytest.fixture(scope="session")
 def mixed_pkg(pkg_dir: Path) -> Built:
-    built = build_package(
-        pkg_dir, "mixed", f"{MODELS}:mixed", "--no-debug-twin", "--dynamic", "x:0=batch:2..32", "--dynamic", "ids:0=batch"
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "mixed", f"{MODELS}:mixed", "--no-debug-twin", "--dynamic", "x:0=batch:2..32", "--dynamic", "ids:0=batch")
 
 
 @pytest.fixture(scope="session")
 def buffers_pkg(pkg_dir: Path) -> Built:
-    built = build_package(pkg_dir, "buffers", f"{MODELS}:buffers", "--no-debug-twin")
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "buffers", f"{MODELS}:buffers", "--no-debug-twin")
 
 
 @pytest.fixture(scope="session")
 def noweights_pkg(pkg_dir: Path) -> Built:
-    built = build_package(
+    return shared_build(
         pkg_dir, "noweights", f"{MODELS}:static", "--no-debug-twin", "--inductor-config", "aot_inductor.package_constants_in_so=false"
     )
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
 
 
 def _plain_static_package(path: Path, inductor_configs: dict[str, object] | None = None) -> Path:
@@ -113,29 +150,35 @@ def _plain_static_package(path: Path, inductor_configs: dict[str, object] | None
 @pytest.fixture(scope="session")
 def plain_pkg(pkg_dir: Path) -> Path:
     """A package made by torch alone (no manifest)."""
-    return _plain_static_package(pkg_dir / "plain.pt2")
+    return once(pkg_dir, "plain", lambda: _plain_static_package(pkg_dir / "plain.pt2"))  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
 def plain_noweights_pkg(pkg_dir: Path) -> Path:
     """A package made by torch alone without its weights (package_constants_in_so=False), no manifest."""
-    return _plain_static_package(pkg_dir / "plain-noweights.pt2", {"aot_inductor.package_constants_in_so": False})
+    return once(  # type: ignore[no-any-return]
+        pkg_dir,
+        "plain-noweights",
+        lambda: _plain_static_package(pkg_dir / "plain-noweights.pt2", {"aot_inductor.package_constants_in_so": False}),
+    )
+
+
+@pytest.fixture(scope="session")
+def masked_nan_pkg(pkg_dir: Path) -> Built:
+    """An additive causal mask that holds -inf by design and a sqrt that turns NaN on a negative input (issue 26)."""
+    return shared_build(pkg_dir, "masked_nan", f"{MODELS}:masked_nan")
 
 
 @pytest.fixture(scope="session")
 def sqrt_pkg(pkg_dir: Path) -> Built:
     """A model with a debug twin whose output turns NaN on negative inputs."""
-    built = build_package(pkg_dir, "sqrt", f"{MODELS}:sqrt_chain")
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "sqrt", f"{MODELS}:sqrt_chain")
 
 
 @pytest.fixture(scope="session")
 def embed_pkg(pkg_dir: Path) -> Built:
     """A token embedding of 1000 rows: its ids input indexes the table."""
-    built = build_package(pkg_dir, "embed", f"{MODELS}:embed", "--no-debug-twin")
-    assert built.returncode == 0, built.stdout + built.stderr
-    return built
+    return shared_build(pkg_dir, "embed", f"{MODELS}:embed", "--no-debug-twin")
 
 
 @pytest.fixture(scope="session")
@@ -146,9 +189,7 @@ def guard_pkg(pkg_dir: Path) -> Callable[[str], Path]:
 
     def get(name: str) -> Path:
         if name not in built:
-            b = build_package(pkg_dir, name, f"{HERE / 'guard_models.py'}:{name}", "--no-debug-twin")
-            assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
-            built[name] = b.path
+            built[name] = shared_build(pkg_dir, name, f"{HERE / 'guard_models.py'}:{name}", "--no-debug-twin").path
         return built[name]
 
     return get

@@ -285,3 +285,30 @@ def size_relation() -> Any:
     torch.manual_seed(10)
     dynamic = {"x": {0: Dim.DYNAMIC}, "y": {0: Dim.DYNAMIC}}
     return BuildSpec(SizeRelation().eval(), (torch.randn(3, 2), torch.randn(3, 2)), {}, dynamic, name="size_relation")
+
+
+class MaskedNan(torch.nn.Module):
+    """An additive attention mask that holds -inf by design (graph input ``mask``, and the scores
+    buffer ``baddbmm`` writes from it), and a sqrt elsewhere that turns NaN on a negative ``x``:
+    the debug twin must name the sqrt's kernel, not the mask (issue 26)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(16, 16)
+        self.k = torch.nn.Linear(16, 16)
+        self.v = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = torch.baddbmm(mask, self.q(x), self.k(x).transpose(1, 2), alpha=0.25)
+        attn = torch.softmax(scores, dim=-1) @ self.v(x)
+        return attn * torch.sqrt(x) + 1.0  # x < 0 -> NaN here, nowhere else
+
+
+def causal_mask(batch: int, seq: int) -> torch.Tensor:
+    """The additive causal mask: 0 on and below the diagonal, -inf above it."""
+    return torch.full((seq, seq), float("-inf")).triu(1).expand(batch, seq, seq).contiguous()
+
+
+def masked_nan() -> Any:
+    torch.manual_seed(11)
+    return MaskedNan().eval(), (torch.rand(2, 6, 16) + 0.5, causal_mask(2, 6))

@@ -109,9 +109,10 @@ def test_dynamic_example_records_ranges_golden_and_twin(example_pkg: Built) -> N
     assert sizes["example"] == 4 and sizes["min"] == 1 and sizes["max"] == 64
     (tol,) = m.golden.tolerances
     assert tol.output == "output" and tol.atol >= 1e-5 and tol.rtol > 0
-    assert m.twin is not None and m.twin.nan_asserts and m.twin.intermediate_value_printer == "3"
+    assert m.twin is not None and not m.twin.nan_asserts and m.twin.intermediate_value_printer == "2"
     assert m.twin.weights == "release" and m.debug_twin is None  # on CPU the twin shares the release weights
     assert m.twin.kernels, "the twin printed no kernel names at build time"
+    assert m.twin.nonfinite is not None and m.twin.nonfinite.version == 1 and "example" in m.twin.nonfinite.samples
     # the key facts are mirrored into AOTI's own metadata (readable by a C++ server)
     assert m.aoti_metadata["aoti_guard.inputs"] == "x:float32[batch,16];mask:bool[batch,32]"
     assert m.aoti_metadata["aoti_guard.symbols"] == "batch=1..64"

@@ -50,10 +50,9 @@ def test_build_diagnoses_a_crash_at_load_like_the_probe(tmp_path: Path) -> None:
 
 def test_build_reports_the_twins_nan_like_the_probe(tmp_path: Path) -> None:
     """A fully masked softmax row: build.nonfinite on the output, and the twin's evidence in the
-    same terms as the probe's. On CPU Inductor's NaN asserts cover the graph inputs only (checked:
-    the twin's wrapper.cpp calls aoti_torch_check_inf_and_nan on arg2_1/arg3_1 alone), so the
-    kernels that ran are named, in order; the buffer and kernel are the GPU test's
-    (tests/gpu/test_gpu_cases.py::test_build_names_the_nan_buffer_and_kernel)."""
+    same terms as the probe's: the twin's value printer (level 2) names the first NaN's buffer and
+    the softmax kernel that wrote it, on CPU too (the NaN asserts it had before issue 26 covered
+    the graph inputs alone on CPU)."""
     report_path = tmp_path / "build.json"
     proc = run_cli("build", f"{MODELS}:masked_softmax", "-o", str(tmp_path / "m.pt2"), "--json", str(report_path))
     assert proc.returncode == 1, proc.stdout[-3000:]

@@ -57,7 +57,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
 def test_dropout_left_in_training_mode_is_named_not_the_compiler(built: dict[str, Built]) -> None:
     b = built["dropout_train"]
     assert b.returncode == 1 and b.report is not None, b.stdout + b.stderr
-    [nd] = _findings(b.report, "build.nondeterministic")
+    named = _findings(b.report, "build.nondeterministic")
+    assert len(named) == 1, b.stdout[-4000:] + b.stderr[-2000:]  # the whole build's text when it is not there
+    [nd] = named
     assert nd["severity"] == "error" and nd["phase"] == "export"
     assert "`drop`" in nd["message"] and "training mode" in nd["message"]
     assert "model.eval()" in nd["hint"]
@@ -169,7 +171,9 @@ def test_distilbert_left_in_training_mode_is_refused_with_its_dropouts_named(tmp
     )
     b = build_package(tmp_path, "distil", f"{factory}:make", "--no-debug-twin")
     assert b.returncode == 1 and b.report is not None, b.stdout + b.stderr
-    [nd] = _findings(b.report, "build.nondeterministic")
+    named = _findings(b.report, "build.nondeterministic")
+    assert len(named) == 1, b.stdout[-4000:] + b.stderr[-2000:]  # the whole build's text when it is not there
+    [nd] = named
     modules = {r["module"] for r in nd["evidence"]["random_ops"]}
     assert "distilbert.embeddings.dropout" in modules and "dropout" in modules
     assert "model.eval()" in nd["hint"]

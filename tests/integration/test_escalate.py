@@ -64,8 +64,9 @@ def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> 
     steps = {s["step"]: s for s in esc["detail"]["steps"]}
     assert steps["strict"]["outcome"] == "non-finite output"
     assert steps["twin"]["evidence"]["launched"], "the twin's kernel printer said nothing"
-    listed = next(f for f in esc["findings"] if f["code"] == "run.nonfinite")
-    assert any("sqrt" in k for k in listed["evidence"]["launched"])
+    named = next(f for f in esc["findings"] if f["code"] == "run.nonfinite")
+    assert named["severity"] == "error" and "sqrt" in named["evidence"]["kernel"], named
+    assert esc["status"] == "failed"
 
 
 def test_no_escalate_skips_the_ladder(sqrt_pkg: Built, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from runtime_probe.errors import InputContractError
 from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION
 
 from .conftest import MODELS, Built, build_package, run_cli
 from .test_probe import probe_json
@@ -87,7 +88,7 @@ def test_the_accepted_guard_is_recorded_and_the_samples_satisfy_it(branch_pkg: B
     (finding,) = _findings(branch_pkg, "build.export_specialized")
     assert finding["severity"] == "warning"
     m = _manifest(branch_pkg.path)
-    assert m["schema_version"] == "1.4"
+    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION  # guards since 1.4
     (guard,) = m["io"]["guards"]
     assert guard["expr"] == "h * w == 64" and guard["words"] == "h*w must equal 64" and guard["arguments"] == ["x"]
     assert guard["text"] == "(L['x'].size()[1]*L['x'].size()[2]) == 64"

@@ -70,3 +70,25 @@ def test_python_m_build_makes_sdist_and_wheel_of_the_probe(checkout: Path, tmp_p
     assert "runtime_probe/cli.py" in members and "runtime_probe/schemas/probe-report.schema.json" in members
     (wheel,) = tmp_path.glob("runtime_probe-*.whl")  # built from the sdist: the code came through it
     assert _code_in(zipfile.ZipFile(wheel).namelist(), "runtime_probe")
+
+
+def test_installing_aoti_guard_never_moves_the_installed_torch(checkout: Path, tmp_path: Path) -> None:
+    """Issue 27: aoti-guard goes into someone else's environment, whose torch (2.11 to 2.15) it
+    must keep. pip resolves aoti-guard WITH its dependencies into this very environment (its torch:
+    2.13 in the main CI lane, 2.15 in the next; scripts/lane.sh also installs for real there and
+    checks the version after) and reports what it would install: never torch, nor a package whose
+    requirement would pull another torch."""
+    import json
+
+    import torch
+
+    report = tmp_path / "report.json"
+    proc = _run(
+        sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation", "--disable-pip-version-check",
+        "--report", report, checkout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    would = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
+    assert "aoti-guard" in would, would  # the report is about what was asked
+    moved = {name: version for name, version in would.items() if name == "torch" or name.startswith("nvidia-")}
+    assert not moved, f"installing aoti-guard would move torch {torch.__version__}: {moved}"

@@ -6,6 +6,7 @@ import pytest
 
 from runtime_probe.formats.symexpr import ExprError, compile_expr, free_symbols
 from runtime_probe.host.rules import Requirements, arch_runs_on, check_host, compare_torch
+from runtime_probe.host.skew import SKEW, SkewRow, minor, skew_finding
 
 
 @pytest.mark.parametrize(
@@ -118,10 +119,37 @@ def test_requirements_read_the_cuda_arch_list_and_ptx_from_the_manifest() -> Non
 
 
 def test_torch_versions() -> None:
-    older, _ = check_host(Requirements(device_type="cpu", torch="2.14.0"), PARENT, CHILD_CPU, "cpu", None)
-    assert any(f.code == "env.torch_mismatch" and f.severity.value == "error" for f in older)
-    newer, go_on = check_host(Requirements(device_type="cpu", torch="2.11.0"), PARENT, CHILD_CPU, "cpu", None)
-    assert any(f.code == "env.torch_mismatch" and f.severity.value == "warning" for f in newer) and go_on
+    """Skew between minor releases is judged by the table of pairs run (host/skew.py)."""
+    # 2.15 -> 2.13 on CPU: seen to load and pass (issue 27's runs)
+    seen, go_on = check_host(Requirements(device_type="cpu", torch="2.15.0+cu132"), PARENT, CHILD_CPU, "cpu", None)
+    assert [(f.code, f.severity.value) for f in seen] == [("env.torch_skew_seen", "info")] and go_on
+    assert "issue 27" in seen[0].message
+    # 2.11 -> 2.13 never run: a warning that names the pairs that were
+    unseen, go_on = check_host(Requirements(device_type="cpu", torch="2.11.0"), PARENT, CHILD_CPU, "cpu", None)
+    assert [(f.code, f.severity.value) for f in unseen] == [("env.torch_skew_unseen", "warning")] and go_on
+    assert "2.15 -> 2.13" in (unseen[0].expected or "")
+    # same minor, another tag: not skew
+    tag, _ = check_host(Requirements(device_type="cpu", torch="2.13.0+cu130"), PARENT, CHILD_CPU, "cpu", None)
+    assert [(f.code, f.severity.value) for f in tag] == [("env.torch_mismatch", "info")]
+
+
+def test_skew_table_rows() -> None:
+    rows = (
+        SkewRow("2.14", "2.13", "cuda", False, "run X: undefined symbol aoti_torch_foo"),
+        SkewRow("2.13", "2.14", "cuda", True, "run Y"),
+    )
+    fails = skew_finding("2.14.1+cu130", "2.13.0+cu130", "cuda", rows)
+    assert fails is not None and (fails.code, fails.severity.value) == ("env.torch_skew_fails", "error")
+    assert "run X" in fails.message and fails.hint and "2.14" in fails.hint
+    passes = skew_finding("2.13.0", "2.14.1", "cuda", rows)
+    assert passes is not None and (passes.code, passes.severity.value) == ("env.torch_skew_seen", "info")
+    # a CPU row says nothing about CUDA
+    cuda = skew_finding("2.15.0", "2.13.0", "cuda")
+    assert cuda is not None and cuda.code == "env.torch_skew_unseen"
+    assert skew_finding("2.13.0+cpu", "2.13.1", "cpu") is None
+    assert minor("2.15.0+cu132") == "2.15" and minor("nightly") is None
+    for row in SKEW:  # every row says which run established it
+        assert row.device in ("cpu", "cuda") and minor(row.build + ".0") == row.build and len(row.evidence) > 40
 
 
 def test_glibc_too_old() -> None:

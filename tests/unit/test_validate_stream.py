@@ -16,8 +16,9 @@ import torch
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.golden import Sample
+from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.run import Validation, _Steps, validate_each
-from runtime_probe.package.manifest import GoldenSample, IOContract, OutputSpec, TensorSpec
+from runtime_probe.package.manifest import GoldenSample, InputSpec, IOContract, OutputSpec, TensorSpec
 
 MB = 1 << 20
 
@@ -98,15 +99,33 @@ def _steps(cap: int) -> tuple[_Steps, Validation]:
     return _Steps(None, contract, BuildOptions(output="unused.pt2", golden_max_bytes=cap), run, None, None, out), out
 
 
-def test_the_store_keeps_samples_in_order_under_the_cap_and_frees_the_rest() -> None:
+def test_the_store_keeps_samples_in_order_under_the_cap_and_the_rest_compact() -> None:
     steps, out = _steps(cap=3000)
     samples = [Sample(i, {}, [torch.zeros(100)], [torch.zeros(n)]) for i, n in (("example", 100), ("min", 1000), ("max", 50))]
     for s in samples:  # sizes: 800, 4400, 600 bytes
         steps.done(s)
-    assert [s.id for s in steps.stored] == ["example", "max"]
-    assert samples[1].outputs == []  # not stored: its eager outputs are let go
-    dropped = [f for f in out.findings if f.code == "build.sample_dropped"]
-    assert len(dropped) == 1 and "golden sample min not stored" in dropped[0].message
+    assert [s.id for s in steps.store.full] == ["example", "max"]
+    assert [c.sample.id for c in steps.store.compact] == ["min"]  # over the cap: kept compact, not dropped
+    assert samples[1].outputs == []  # not stored whole: its eager outputs are let go
+    assert [r["stored"] for r in steps.store.rows] == ["full", "compact", "full"]
+    assert not [f for f in out.findings if f.code == "build.sample_dropped"]
+
+
+def test_a_sample_whose_captured_inputs_alone_pass_the_cap_is_dropped_and_says_why() -> None:
+    contract = IOContract(
+        params=(),
+        inputs=(InputSpec("x", "x", "tensor", 0, TensorSpec("float32", (100,), (1,), True, "cpu")),),
+        outputs=(OutputSpec("out", TensorSpec("float32", (4,), (1,), True, "cpu")),),
+        symbols=(),
+    )
+    store = GoldenStore(contract, cap=300)
+    user = Sample("user0", {}, [torch.zeros(100)], [torch.zeros(4)], origin="user")  # 400 bytes of captured inputs
+    finding = store.keep(user)
+    assert finding is not None and finding.code == "build.sample_dropped"
+    assert "captured inputs alone (400 bytes)" in finding.message
+    assert store.rows == [
+        {"sample": "user0", "origin": "user", "stored": "dropped", "why": "its captured inputs alone (400 bytes) would pass it"}
+    ]
 
 
 def test_each_sample_reports_where_its_time_went() -> None:

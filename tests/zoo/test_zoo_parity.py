@@ -8,10 +8,13 @@ The whole zoo, with the bare path beside it, is ``python -m zoo.parity`` (docs/z
 
 from __future__ import annotations
 
-import os
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.integration.conftest import shared_dir
 
 from .conftest import require_zoo_libraries
 
@@ -24,16 +27,36 @@ MODELS = ["bert", "gpt2_cache", "clip", "resnet18", "vit_b_16", "timm_vit_tiny",
 LIBRARIES = {"transformers", "timm", "torchvision"}
 
 
+class ZooRuns:
+    """zoo.parity's result for one model, run when a test first asks for it, once per test run:
+    under pytest-xdist the workers share the folder, and the first to ask runs the model under a
+    file lock (the 8 models spread over the workers instead of one fixture running them all)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        from filelock import FileLock
+
+        from zoo import parity
+
+        record = self.folder / f"{name}.json"
+        with FileLock(str(self.folder / f"{name}.lock")):
+            if not record.exists():
+                (result,) = parity.run_parity(
+                    [name], size="small", device="cpu", out_dir=str(self.folder / name), timeout=900, jobs=1, bare=False
+                )
+                record.write_text(json.dumps(result))
+            return json.loads(record.read_text())  # type: ignore[no-any-return]
+
+
 @pytest.fixture(scope="session")
-def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> ZooRuns:
     require_zoo_libraries()
-    from zoo import models, parity
+    from zoo import models
 
     assert {models.entry(n).library for n in MODELS} == LIBRARIES
-    out = tmp_path_factory.mktemp("zoo")
-    jobs = int(os.environ.get("AOTI_GUARD_ZOO_JOBS", "2"))
-    results = parity.run_parity(MODELS, size="small", device="cpu", out_dir=str(out), timeout=900, jobs=jobs, bare=False)
-    return {r["name"]: r for r in results}
+    return ZooRuns(shared_dir(tmp_path_factory, "zoo"))
 
 
 def _why(r: dict[str, Any], step: str) -> str:
@@ -42,7 +65,7 @@ def _why(r: dict[str, Any], step: str) -> str:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_builds_probes_and_guard_loads(zoo: dict[str, dict[str, Any]], name: str) -> None:
+def test_builds_probes_and_guard_loads(zoo: ZooRuns, name: str) -> None:
     r = zoo[name]
     assert r["build"]["ok"], _why(r, "build")
     assert r["build"]["exit_code"] == 0
@@ -62,7 +85,7 @@ def test_builds_probes_and_guard_loads(zoo: dict[str, dict[str, Any]], name: str
     assert "build.twin_failed" not in r["build"]["codes"]
 
 
-def test_bert_model_output_through_the_guarded_loader_without_transformers(zoo: dict[str, dict[str, Any]]) -> None:
+def test_bert_model_output_through_the_guarded_loader_without_transformers(zoo: ZooRuns) -> None:
     g = zoo["bert"]["guard"]
     assert g["ok"], g.get("error")
     assert "transformers" in g["import_refused"] and g["imported"] == []
@@ -70,13 +93,13 @@ def test_bert_model_output_through_the_guarded_loader_without_transformers(zoo: 
     assert g["leaf_names"] == ["last_hidden_state", "pooler_output"]
 
 
-def test_nested_model_outputs_keep_their_leaf_names(zoo: dict[str, dict[str, Any]]) -> None:
+def test_nested_model_outputs_keep_their_leaf_names(zoo: ZooRuns) -> None:
     g = zoo["clip"]["guard"]
     assert g["ok"], g.get("error")
     assert "text_model_output.pooler_output" in g["leaf_names"] and "vision_model_output.pooler_output" in g["leaf_names"]
 
 
-def test_dynamic_cache_in_and_out_by_leaf_names(zoo: dict[str, dict[str, Any]]) -> None:
+def test_dynamic_cache_in_and_out_by_leaf_names(zoo: ZooRuns) -> None:
     r = zoo["gpt2_cache"]
     assert r["guard"]["ok"], r["guard"].get("error")
     assert "past_key_values.key_cache.0" in r["guard"]["leaf_names"]
@@ -89,7 +112,7 @@ def test_dynamic_cache_in_and_out_by_leaf_names(zoo: dict[str, dict[str, Any]]) 
     assert {"min", "max"} <= set(r["build"]["samples"])
 
 
-def test_derived_image_sides_are_sampled_at_their_bounds(zoo: dict[str, dict[str, Any]]) -> None:
+def test_derived_image_sides_are_sampled_at_their_bounds(zoo: ZooRuns) -> None:
     r = zoo["resnet18"]
     symbols = r["build"]["symbols"]
     # H, W = 32*k: the free symbols are the k's (2..8) and the batch
@@ -100,3 +123,21 @@ def test_derived_image_sides_are_sampled_at_their_bounds(zoo: dict[str, dict[str
     # Inductor narrows a CPU convolution's batch 1..16 to 1..15: never silently
     if symbols["batch"]["max"] != 16:
         assert "build.range_narrowed" in r["build"]["codes"]
+
+
+def test_the_readme_venv_imports_the_model_libraries(tmp_path: Path) -> None:
+    """Issue 27: in the venv scripts/setup.sh makes (CPU torch, the index's CUDA torchvision) a
+    user's own factory imports transformers, timm and torchvision models, in a plain process that
+    never imported zoo/ (no ensure_torchvision_importable): the venv's start-up shim does it."""
+    import subprocess
+    import sys
+
+    code = (
+        "from transformers import DistilBertConfig, DistilBertForSequenceClassification\n"
+        "import timm, torchvision.models\n"
+        "print(type(DistilBertForSequenceClassification(DistilBertConfig(n_layers=1, dim=32, hidden_dim=64, n_heads=2))).__name__,"
+        " type(timm.create_model('resnet18')).__name__, type(torchvision.models.resnet18()).__name__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["DistilBertForSequenceClassification", "ResNet", "ResNet"], proc.stdout

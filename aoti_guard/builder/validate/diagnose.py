@@ -3,20 +3,22 @@
 A child that crashed loading or running the release package climbs runtime_probe's escalation
 ladder, in the same run: native frames, the C++ runtime mismatch and its verified LD_PRELOAD
 remedy, with the durable fix (the build's compiler and the process's libstdc++). A NaN that the
-debug twin's asserts caught is reported like the probe reports it: the first buffer holding it
-and the kernel that wrote it.
+debug twin printed is reported like the probe reports it: the first buffer holding it and the
+kernel that wrote it, past the Inf the golden samples hold by design.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aoti_guard.builder.validate.child_run import ChildRun
 from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.ladder import printer
 from runtime_probe.ladder.findings import twin_findings
+from runtime_probe.ladder.readers import kernel_trace
 from runtime_probe.ladder.steps import LadderContext, Replay, run_ladder
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import GoldenSample
@@ -29,11 +31,10 @@ PHASE = "validate"
 def build_compiler() -> str | None:
     """The C++ compiler Inductor uses here, with its version (what the durable fix names)."""
     try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
         from aoti_guard.builder.toolchain import compiler_version
+        from runtime_probe.torch_compat import cpp_compiler
 
-        cxx = get_cpp_compiler()
+        cxx = cpp_compiler()
         return compiler_version(cxx) or cxx
     except Exception:  # noqa: BLE001 - best effort: the diagnosis goes on without the name
         return None
@@ -46,7 +47,9 @@ def crash(
     archive, _ = open_archive(release_pt2)
     if archive is None:
         return []
-    replay = Replay("run", "crash", run.run_args(sample)) if sample is not None else Replay("load", "crash")
+    replay = (
+        Replay("run", "crash", run.run_args(sample), sample=f"golden sample {sample.id}") if sample is not None else Replay("load", "crash")
+    )
     try:
         ctx = LadderContext(
             path=release_pt2,
@@ -68,19 +71,29 @@ def crash(
         archive.close()
 
 
-def twin_nonfinite(stdout: str, stderr: str, device_type: str, *, release_nonfinite: bool) -> list[Finding]:
-    """The twin's NaN/Inf assert: the first buffer holding it, the kernel that wrote it (the
-    probe's reading of the same output, ``ladder.findings.twin_findings``).
+def twin_nonfinite(
+    stdout: str,
+    stderr: str,
+    device_type: str,
+    *,
+    release_nonfinite: bool,
+    baseline: Mapping[str, Sequence[str]] | None = None,
+    samples: Sequence[str] = ("example",),
+) -> list[Finding]:
+    """What the twin's run on the example says about non-finite values (the probe's reading of
+    the same output, ``ladder.findings.twin_findings``).
 
-    An error when the release model's outputs held NaN/Inf too (the twin then says where it
-    began). When they were finite and matched eager, a warning: an intermediate Inf is how masked
-    attention works (a -inf bias; GPT-2 with a cache on CUDA, docs/zoo.md), and the release
-    model is right, but the twin's asserts stop there on every call, so the probe's escalation to
-    the twin will name this buffer first.
+    A level-2 twin (ladder/printer.py) prints every kernel's values: when the release model's
+    outputs held NaN/Inf, an error naming the first NaN's buffer and kernel (past the Inf the
+    golden samples hold, ``baseline``); when they were finite, an info naming the values that hold
+    Inf by design (an additive -inf attention mask): the package records them, and the probe's
+    escalation looks past them.
 
-    On CPU Inductor emits the asserts for the graph's inputs only, so no buffer can be named: when
-    the release output held NaN/Inf, the kernels that ran, in order, are reported instead (info).
-    """
+    A twin that printed no values (kernel names only, with NaN asserts) is read as before: its
+    assert names the buffer it stopped at."""
+    prints = printer.parse_prints(stdout)
+    if prints:
+        return _printed(prints, stdout, stderr, release_nonfinite, dict(baseline or {}), samples)
     kind = "nonfinite" if release_nonfinite else "error"
     found, _ = twin_findings(stdout, stderr, replay_kind=kind, device_type=device_type, crash_signal=None)
     out: list[Finding] = []
@@ -102,9 +115,59 @@ def twin_nonfinite(stdout: str, stderr: str, device_type: str, *, release_nonfin
                     f"the release model's outputs are finite and match eager, but the debug twin's NaN/Inf asserts stop at an "
                     f"intermediate value: {f.message}",
                     found=f.found,
-                    hint="an Inf inside the model is often intended (a -inf attention mask); the twin stops there on every call, "
-                    "so a probe escalating to the twin will name this buffer first",
+                    hint="an Inf inside the model is often intended (a -inf attention mask); this twin's asserts stop at it, "
+                    "so a probe escalating to this twin names it first",
                     evidence=evidence,
                 )
             )
     return out
+
+
+def _printed(
+    prints: Sequence[printer.Print],
+    stdout: str,
+    stderr: str,
+    release_nonfinite: bool,
+    baseline: Mapping[str, Sequence[str]],
+    samples: Sequence[str],
+) -> list[Finding]:
+    held = ", ".join(f"{name} ({'/'.join(kinds)})" for name, kinds in list(baseline.items())[:8])
+    more = f" and {len(baseline) - 8} more" if len(baseline) > 8 else ""
+    on = ", ".join(samples)
+    if release_nonfinite:
+        infs = {name: [k for k in kinds if k != "nan"] for name, kinds in baseline.items()}
+        first = printer.first_departure(prints, infs) or printer.first_departure(prints, {})
+        if first is None:
+            return []
+        where = f"written by kernel {first.kernel}" if first.kernel else "a graph input, on entry"
+        past = f", past the Inf the golden samples hold: {held}{more}" if any(infs.values()) else ""
+        return [
+            error(
+                "build.nonfinite",
+                PHASE,
+                f"the debug twin: the first {first.kind} on golden sample example appears in {first.name}, {where}{past}",
+                found=f"{first.kind} in {first.name}",
+                hint=f"inspect {first.kernel or first.name} in the package's generated code (aoti-guard inspect) and the inputs "
+                "that reach it; every value written before it is finite or an intended Inf",
+                evidence={
+                    "kernel": first.kernel,
+                    "buffer": first.name,
+                    "kinds": list(first.kinds),
+                    "launched": list(dict.fromkeys(kernel_trace(stdout).launched)),
+                    "stderr_tail": stderr[-2000:],
+                },
+            )
+        ]
+    if not baseline:
+        return []
+    return [
+        info(
+            "build.nonfinite",
+            PHASE,
+            f"the release model's outputs are finite and match eager; inside it, the debug twin saw {len(baseline)} value(s) hold "
+            f"NaN/Inf on the golden samples ({on}): {held}{more}",
+            hint="an Inf inside the model is often intended (a -inf attention mask): the package records these as the twin's "
+            "baseline, and a probe escalating to the twin looks past them to the first NaN, or an Inf where none was",
+            evidence={"baseline": {k: list(v) for k, v in baseline.items()}, "samples": list(samples)},
+        )
+    ]

@@ -2,8 +2,10 @@
 
 Samples: the example inputs, plus inputs generated inside the dynamic ranges: every root symbol at
 its minimum, every one at its maximum (twice the example's value where unbounded), and one drawn
-at random in between. Values are resampled from the example tensor itself, so a model that needs
-positive inputs or valid indices still gets them, and strides follow the compiled layout.
+at random in between. Values come from runtime_probe/golden/recipe.py, the generator the probe
+runs again on a sample stored as a recipe: attention masks padded left and right, ids across
+their table, positions following the mask, and anything else drawn from the example's own values
+(so a model that needs positive inputs still gets them); strides follow the compiled layout.
 
 Tolerance rule (recorded per output in the manifest, applied by the probe):
     rtol = RTOL_FLOOR[dtype]
@@ -24,7 +26,8 @@ from typing import Any
 
 from runtime_probe import numerics as _numerics
 from runtime_probe.formats import symexpr as _symexpr
-from runtime_probe.package.manifest import Dim, IOContract, ShapeGuard, Symbol, Tolerance
+from runtime_probe.golden import recipe as _recipe
+from runtime_probe.package.manifest import Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
 
 __all__ = [
     "ATOL_FLOOR",
@@ -36,6 +39,7 @@ __all__ = [
     "coverage",
     "make_samples",
     "planned_assignments",
+    "pool_key",
     "satisfy_guards",
 ]
 
@@ -57,6 +61,12 @@ class Sample:
     leaves: list[Any]  # in contract input order: tensors (CPU) and constant values
     outputs: list[Any] = field(default_factory=list)  # eager outputs (CPU), in contract output order
     note: str = ""  # how it was made, where that is not the plain min/max/mid (moved to satisfy an export guard)
+    # "example" (the factory's inputs), "generated" (made here, from ``recipes``) or "user" (given
+    # samples): a generated sample too large to store keeps its recipes, a captured one its inputs
+    origin: str = "generated"
+    recipes: list[InputRecipe] = field(default_factory=list)  # the generated inputs' recipes (sha256 filled)
+    pools: dict[str, Any] = field(default_factory=dict)  # the recipes' value pools: golden-file key -> 1-D tensor
+    worst: dict[str, list[int]] = field(default_factory=dict)  # output -> the build's worst-error positions
 
     def nbytes(self) -> int:
         return sum(int(t.numel() * t.element_size()) for t in [*self.leaves, *self.outputs] if hasattr(t, "element_size"))
@@ -198,19 +208,10 @@ def _shape_and_stride(spec: Any, env: Mapping[str, int]) -> tuple[list[int], lis
     return shape, stride
 
 
-def _resample(example: Any, shape: list[int], stride: list[int], gen: Any) -> Any:
+def _zeros(example: Any, shape: list[int], stride: list[int]) -> Any:
     import torch
 
-    flat = example.detach().to("cpu").reshape(-1)
-    numel = math.prod(shape)
-    if flat.numel() == 0 or numel == 0:
-        values = torch.zeros(shape, dtype=example.dtype)
-    else:
-        idx = torch.randint(flat.numel(), (numel,), generator=gen)
-        values = flat[idx].reshape(shape)
-    out = torch.empty_strided(shape, stride, dtype=example.dtype)
-    out.copy_(values)
-    return out
+    return torch.empty_strided(shape, stride, dtype=example.dtype).zero_()
 
 
 def make_samples(
@@ -228,10 +229,16 @@ def make_samples(
     notes: list[str] = []
     example_syms = _example_symbols(contract, example_leaves)
     samples = [
-        Sample("example", dict(example_syms), [v.detach().to("cpu").clone() if isinstance(v, torch.Tensor) else v for v in example_leaves])
+        Sample(
+            "example",
+            dict(example_syms),
+            [v.detach().to("cpu").clone() if isinstance(v, torch.Tensor) else v for v in example_leaves],
+            origin="example",
+        )
     ]
     rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
+    templates = _recipe.plan(contract.inputs, example_leaves)
+    pools = {pool_key(name): t.pool for name, t in templates.items() if t.kind == "pool"}
     seen = {tuple(sorted(example_syms.items()))}
     conds = _guard_conditions(guards)
     for sample_id, env in _assignments(contract.symbols, example_syms, rng):
@@ -248,19 +255,56 @@ def make_samples(
         if key in seen:
             continue
         seen.add(key)
-        leaves: list[Any] = []
         try:
-            for spec, value in zip(contract.inputs, example_leaves):
-                if spec.tensor is None:
-                    leaves.append(value)
-                    continue
-                shape, stride = _shape_and_stride(spec.tensor, env)
-                leaves.append(_resample(value, shape, stride, gen))
+            leaves, recipes = _generate(contract, example_leaves, templates, pools, env, seed, sample_id)
         except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
             notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: {exc}")
             continue
-        samples.append(Sample(sample_id, dict(env), leaves, note=sample_note))
+        used = {r.pool for r in recipes if r.pool is not None}
+        samples.append(Sample(sample_id, dict(env), leaves, note=sample_note, recipes=recipes, pools={k: pools[k] for k in used}))
     return samples, notes
+
+
+def pool_key(name: str) -> str:
+    """The golden-file key of an input's value pool (one per input, shared by its samples)."""
+    return f"pool.{name}"
+
+
+def _generate(
+    contract: IOContract,
+    example_leaves: Sequence[Any],
+    templates: Mapping[str, _recipe.Template],
+    pools: Mapping[str, Any],
+    env: Mapping[str, int],
+    seed: int,
+    sample_id: str,
+) -> tuple[list[Any], list[InputRecipe]]:
+    """One sample's leaves (constants as in the example) and its inputs' recipes, hashed."""
+    import dataclasses
+
+    recipes: list[InputRecipe] = []
+    for spec in contract.inputs:
+        if spec.tensor is None or spec.name not in templates:
+            continue
+        shape, stride = _shape_and_stride(spec.tensor, env)
+        t = templates[spec.name]
+        recipes.append(
+            _recipe.recipe(
+                spec.name, t, pool_key(spec.name), spec.tensor.dtype, shape, stride, _recipe.input_seed(seed, sample_id, spec.name)
+            )
+        )
+    made = _recipe.generate(recipes, pools)
+    recipes = [dataclasses.replace(r, sha256=_recipe.sha256_of(made[r.input])) for r in recipes]
+    leaves: list[Any] = []
+    for spec, value in zip(contract.inputs, example_leaves):
+        if spec.tensor is None:
+            leaves.append(value)
+        elif spec.name in made:
+            leaves.append(made[spec.name])
+        else:  # a dtype the generator does not make (complex): zeros at the sample's sizes
+            shape, stride = _shape_and_stride(spec.tensor, env)
+            leaves.append(_zeros(value, shape, stride))
+    return leaves, recipes
 
 
 def coverage(

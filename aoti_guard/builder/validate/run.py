@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,14 +30,18 @@ from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.compare import Comparison, ValidationResult
-from aoti_guard.builder.validate.golden import Sample, coverage, make_samples
+from aoti_guard.builder.validate.golden import RTOL_FLOOR, Sample, coverage, make_samples
+from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.references import Float64Reference, eager_output, golden_payload, sample_env
 from runtime_probe import layout
 from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.formats import safetensors as _safetensors
-from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.golden import compact as _compact
+from runtime_probe.ladder import printer
+from runtime_probe.ladder.readers import kernel_trace
+from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract
 from runtime_probe.probe.options import ProbeOptions
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "Validation",
     "ValidationResult",
     "compiled_sample",
+    "example_leaves",
     "failure_finding",
     "run_twin",
     "run_validation",
@@ -54,7 +58,6 @@ __all__ = [
 ]
 
 PHASE = "validate"
-_KERNEL_LINE = re.compile(r"\[\s*(before_launch|after_launch)\s*[:\-]\s*(\S+?)\s*\]")
 ESCALATE_S = ProbeOptions.escalate_timeout_s  # the same bound on the ladder as the probe's
 _REPORTER = failures.Reporter(
     PHASE, next_step="the build reruns it with the probe's instruments (see the escalate findings)", stderr_chars=4000, stdout_chars=2000
@@ -89,11 +92,23 @@ def compiled_sample(run: ChildRun, key: str, g: GoldenSample) -> list[Any] | Chi
 
 def kernel_names(stdout: str) -> list[str]:
     """Kernel names the twin's printer announced (before_launch lines), in order, distinct."""
-    seen: list[str] = []
-    for m in _KERNEL_LINE.finditer(stdout):
-        if m.group(1) == "before_launch" and m.group(2) not in seen:
-            seen.append(m.group(2))
-    return seen
+    return list(dict.fromkeys(kernel_trace(stdout).launched))
+
+
+def _twin_on_the_other_samples(run: ChildRun, seconds: dict[str, float]) -> dict[str, list[printer.Print]]:
+    """The twin's printed values on every golden sample after the example: the non-finite
+    baseline is what any of them holds (a padded sample's mask may hold -inf where the example's
+    holds none). A sample the twin fails on adds nothing; the example's run already said why."""
+    out: dict[str, list[printer.Print]] = {}
+    for g in run.index:
+        if g.id == "example":
+            continue
+        mark, started = run.worker.stdout.total, time.perf_counter()
+        if isinstance(compiled_sample(run, "twin", g), ChildFailure):
+            break
+        out[g.id] = printer.parse_prints(run.worker.stdout.since(mark))
+        seconds[g.id] = round(time.perf_counter() - started, 3)  # what the baseline costs the build (docs/benchmarks.md)
+    return out
 
 
 def run_twin(
@@ -106,8 +121,9 @@ def run_twin(
     constants_from: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """Load the twin and run the example sample: it must load, run, print kernel names and agree
-    with the release model (``release``: its outputs on the example). A NaN the twin's asserts
-    catch is an error naming buffer and kernel. ``constants_from`` (``{"path", "model_name"}``):
+    with the release model (``release``: its outputs on the example); then the other golden
+    samples, for the non-finite baseline (``nonfinite`` in the result: what the probe's escalation
+    reads the twin's printed values against). A NaN it prints is an error naming buffer and kernel. ``constants_from`` (``{"path", "model_name"}``):
     the twin has no weights of its own and is given that package model's first."""
     load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
     try:
@@ -120,16 +136,26 @@ def run_twin(
         return {}, [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence)]
     out_mark, err_mark = run.worker.stdout.total, run.worker.stderr.total
     example = next(g for g in run.index if g.id == "example")
+    started = time.perf_counter()
     twin = compiled_sample(run, "twin", example)
+    seconds = {example.id: round(time.perf_counter() - started, 3)}
     twin_failed = (
         [failure_finding(twin, "running the compiled twin model on golden sample example", "run")] if isinstance(twin, ChildFailure) else []
     )
     printed, errors = run.worker.stdout.since(out_mark), run.worker.stderr.since(err_mark)
-    findings = diagnose.twin_nonfinite(printed, errors, run.device.split(":", 1)[0], release_nonfinite=release_nonfinite)
+    runs = {example.id: printer.parse_prints(printed)}
+    if not isinstance(twin, ChildFailure):
+        runs.update(_twin_on_the_other_samples(run, seconds))
+    baseline = printer.baseline(runs.values())
+    findings = diagnose.twin_nonfinite(
+        printed, errors, run.device.split(":", 1)[0], release_nonfinite=release_nonfinite, baseline=baseline, samples=list(runs)
+    )
     if not any(f.code == "build.nonfinite" and f.severity.value in ("error", "warning") for f in findings):  # else: the assert is the why
         hint = "the release model is unaffected"
         findings += [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin_failed]
-    info_: dict[str, Any] = {"kernels": kernel_names(printed)}
+    info_: dict[str, Any] = {"kernels": kernel_names(printed), "seconds": seconds}  # per sample, printing and parsing included
+    if any(runs.values()):  # a level-2 twin printed values: what the escalation reads them against
+        info_["nonfinite"] = {"samples": list(runs), "names": baseline}
     if not isinstance(twin, ChildFailure) and release is not None:
         diffs = []
         for a, b in zip(twin, release):
@@ -157,6 +183,8 @@ class Validation:
     table: list[dict[str, Any]] = field(default_factory=list)
     golden_bytes: bytes | None = None
     index: list[Any] = field(default_factory=list)
+    compact: list[CompactSample] = field(default_factory=list)  # samples kept in compact form
+    storage: list[dict[str, Any]] = field(default_factory=list)  # per sample: stored full, compact, or dropped (and why)
     twin_info: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None  # the ONNX Runtime reference's detail (--reference onnxruntime)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> min, max, values tested
@@ -166,14 +194,19 @@ class Validation:
     stages: list[dict[str, Any]] | None = None  # the stage bisection's rows, when compiled differed from eager
 
 
-def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
-    """The golden samples' inputs, the example first (notes on those not generated go to ``out``)."""
+def example_leaves(ep: Any) -> list[Any]:
+    """The example inputs' leaves in the contract's order (the program's own example inputs)."""
     from torch.utils import _pytree as pytree
 
     args, kwargs = ep.example_inputs
     ordered = {k: kwargs[k] for k in spec_kwarg_order(ep.call_spec.in_spec, kwargs)}
+    return list(pytree.tree_leaves((tuple(args), ordered)))
+
+
+def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
+    """The golden samples' inputs, the example first (notes on those not generated go to ``out``)."""
     guards = (contract.guards or ()) if options.allow_export_guards else ()  # accepted export guards: samples satisfy them
-    samples, notes = make_samples(contract, pytree.tree_leaves((tuple(args), ordered)), seed=options.seed, guards=guards)
+    samples, notes = make_samples(contract, example_leaves(ep), seed=options.seed, guards=guards)
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
     return samples
 
@@ -321,8 +354,7 @@ class _Steps:
         self.crashed: GoldenSample | None = None
         self.child_gone = False
         self.release_example: list[Any] | None = None  # the twin is compared with it
-        self.stored: list[Sample] = []
-        self.stored_bytes = 0
+        self.store = GoldenStore(contract, options.golden_max_bytes, on_gpu)
 
     def eager(self, s: Sample) -> bool:
         if s.outputs:
@@ -353,28 +385,21 @@ class _Steps:
 
     def judge(self, s: Sample, compiled: list[Any], refs64: list[Any] | None) -> None:
         rows = self.comparison.add(s, compiled, refs64)
+        if not self.store.fits(s):  # kept compact: its digests hold the positions furthest from eager
+            on_gpu = self.options.device if self.options.device.startswith("cuda") else None
+            for spec, c, e in zip(self.contract.outputs, compiled, s.outputs):
+                if hasattr(c, "shape") and hasattr(e, "shape"):
+                    s.worst[spec.name] = _compact.worst_positions(
+                        c, e, RTOL_FLOOR.get(spec.tensor.dtype, 0.0) if spec.tensor else 0.0, on_gpu
+                    )
         if self.reference is not None:
             self.reference.compare(s, compiled, refs64, rows)
 
     def done(self, s: Sample) -> None:
-        """Store the sample in the package if it fits under the cap (in order, as they come), else
-        drop its eager outputs."""
-        if not s.outputs:
-            return
-        size, cap = s.nbytes(), self.options.golden_max_bytes
-        if self.stored_bytes + size <= cap:
-            self.stored.append(s)
-            self.stored_bytes += size
-            return
-        s.outputs = []
-        self.out.findings.append(
-            warning(
-                "build.sample_dropped",
-                "validate",
-                f"golden sample {s.id} not stored: {size} bytes would pass the {cap} byte cap",
-                hint="raise --golden-max-mb to keep it",
-            )
-        )
+        """Keep the sample in the package, whole or compact (golden_store.py), in order as they come."""
+        dropped = self.store.keep(s)
+        if dropped is not None:
+            self.out.findings.append(dropped)
 
     def stopped(self) -> bool:
         return self.child_gone
@@ -394,15 +419,18 @@ def run_validation(
     *,
     example_outputs: Any = None,
     graph_causes: Sequence[str] = (),
+    user_samples: Sequence[Sample] = (),
 ) -> Validation:
     """Validate the compiled package against eager on every golden sample.
 
     ``example_outputs``: eager's outputs on the example from the export step: compared with this
     step's own eager run of the example, they say whether eager repeats itself (when it does not,
     the float64 rule is off: eager's noise must never widen a tolerance). ``graph_causes``: what
-    the export step found in the graph (random ops, buffer updates), named by the stage bisection."""
+    the export step found in the graph (random ops, buffer updates), named by the stage bisection.
+    ``user_samples``: the user's own (builder/user_samples.py, already checked against the
+    contract), validated and stored after the generated ones."""
     out = Validation()
-    samples = _generated_samples(ep, contract, options, out)
+    samples = [*_generated_samples(ep, contract, options, out), *user_samples]
     if not samples:
         return out
     # The example first, alone: a model that fails on its own inputs fails before anything starts.
@@ -475,8 +503,13 @@ def run_validation(
                 run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite, constants_from=shared
             )
             out.findings += twin_findings
-        if steps.stored:
-            out.golden_bytes, out.index = golden_payload(contract, steps.stored)
+        payload = steps.store.payload(out.tolerances)
+        if payload is not None:
+            out.golden_bytes, out.index, out.compact = payload
+        out.storage = steps.store.rows
+        for row in out.storage:
+            if row["stored"] == "compact":
+                note(f"golden sample {row['sample']} stored compact (over the cap): inputs {row['inputs']}; outputs {row['outputs']}")
         return out
 
 

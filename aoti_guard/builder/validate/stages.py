@@ -29,6 +29,7 @@ from aoti_guard.builder.validate.references import call_with_leaves, sample_env
 from aoti_guard.builder.validate.repro import write_repro
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.package.manifest import IOContract
+from runtime_probe.torch_compat import dynamo_reset
 
 __all__ = [
     "AGREES",
@@ -180,7 +181,7 @@ def _torch_compile_outputs(ep: Any, contract: IOContract, sample: Sample, device
     try:
         return call_with_leaves(compiled, contract, sample.leaves, device)
     finally:
-        torch._dynamo.reset()
+        dynamo_reset()()
 
 
 def _row(

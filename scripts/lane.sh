@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Another torch lane (issue 27): a venv .venv-VERSION with the registry's torch VERSION (the CUDA
+# build, about 5.4 GB with its libraries; it runs on CPU), aoti-guard installed into it WITH its
+# dependencies, and a check that doing so left that torch where it was. Then the lane's tests.
+#   bash scripts/lane.sh 2.15.0          # unit + integration + the zoo's CI subset
+#   bash scripts/lane.sh 2.14.1 --smoke  # build, probe and guard-load the example, and 2 zoo models
+#   bash scripts/lane.sh 2.15.0 --install-only   # the venv alone (.ci/run makes it while other work runs)
+# pip's cache (~/.cache/pip) keeps the wheels between runs where the machine keeps its home.
+# torchvision: the registry has a release for torch <= 2.14 only (0.29.x for 2.14). Without one
+# for VERSION, the newest is installed WITHOUT its dependencies (its requirement would move torch);
+# its C++ ops then do not load and zoo.models.ensure_torchvision_importable() covers the two fake
+# registrations that need them: the models are torchvision's Python code (zoo/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VERSION=${1:?usage: scripts/lane.sh TORCH_VERSION [--smoke] [pytest args...]}
+shift
+SMOKE=0; INSTALL_ONLY=0
+case "${1:-}" in --smoke) SMOKE=1; shift ;; --install-only) INSTALL_ONLY=1; shift ;; esac
+VENV=.venv-${VERSION%.*}
+PYTHON=${PYTHON:-python3}
+started=$(date +%s)
+stamp() { echo "[lane $VERSION +$(( $(date +%s) - started ))s] $*"; }
+declare -A TORCHVISION=([2.11]=0.26.0 [2.12]=0.27.1 [2.13]=0.28.0 [2.14]=0.29.2)
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$VERSION"
+installed() { "$VENV/bin/python" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null; }
+[ "$(installed)" = "$VERSION" ] || { echo "lane $VERSION: the venv holds torch $(installed)" >&2; exit 1; }
+stamp "torch $VERSION installed"
+# the constraints without the 2.13 lane's torch and torchvision
+grep -v -E '^(torch|torchvision)==' constraints.txt > "$VENV/constraints.txt"
+TV=${TORCHVISION[${VERSION%.*}]:-}
+if [ -n "$TV" ]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torchvision==$TV"
+else
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "torchvision==${TORCHVISION[2.14]}"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$VENV/constraints.txt" -e ".[test,dev,onnx,signing,zoo]"
+bash scripts/venv/install_torchvision_shim.sh "$VENV"
+# the issue's promise: installing aoti-guard never moves an installed torch in 2.11..2.15
+[ "$(installed)" = "$VERSION" ] || { echo "lane $VERSION: installing aoti-guard moved torch to $(installed)" >&2; exit 1; }
+stamp "aoti-guard installed, torch still $VERSION"
+if [ "$INSTALL_ONLY" = 1 ]; then
+  stamp "installed (--install-only)"
+  exit 0
+fi
+if [ "$SMOKE" = 1 ]; then
+  bash scripts/smoke.sh "$VENV"
+else
+  # the images of the container tests carry the 2.13 lane's torch: they run there; slurm, likewise
+  SKIP_LINT=1 VENV=$VENV bash scripts/test.sh -m 'not gpu and not docker and not slurm' "$@"
+fi
+stamp "done"

@@ -1,0 +1,134 @@
+"""Golden coverage at any size (issue 26): a sample over ``--golden-max-mb`` reaches the probe in
+compact form (recipes for its generated inputs, a subset of each output plus statistics), and the
+generated inputs know attention masks (padded left and right) and ids."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime_probe import layout
+from runtime_probe.formats import safetensors as _safetensors
+
+from .conftest import MODELS, Built, build_package
+from .test_probe import codes, probe_json, rewrite
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def tiny_cap_pkg(pkg_dir: Path) -> Built:
+    """The mixed model (batch 2..32) with a 1 KB golden cap: max and mid do not fit whole."""
+    built = build_package(
+        pkg_dir, "tinycap", f"{MODELS}:mixed", "--no-debug-twin", "--golden-max-mb", "0.001", "--dynamic", "x:0=batch:2..32",
+        "--dynamic", "ids:0=batch",
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return built
+
+
+def _golden(report: dict[str, Any]) -> dict[str, Any]:
+    return next(p for p in report["phases"] if p["name"] == "golden")["detail"]
+
+
+def _manifest(path: Path) -> tuple[str, dict[str, Any]]:
+    with zipfile.ZipFile(path) as zf:
+        root = zf.namelist()[0].split("/", 1)[0]
+        return root, json.loads(zf.read(f"{root}/{layout.MANIFEST}"))
+
+
+def test_a_tiny_cap_keeps_every_sample_and_the_probe_checks_min_and_max(tiny_cap_pkg: Built, tmp_path: Path) -> None:
+    assert tiny_cap_pkg.report is not None
+    validate = next(p for p in tiny_cap_pkg.report["phases"] if p["name"] == "validate")
+    stored = {r["sample"]: r["stored"] for r in validate["detail"]["golden_storage"]}
+    assert stored == {"example": "full", "min": "full", "max": "compact", "mid": "compact"}
+    assert not any(f["code"] == "build.sample_dropped" for f in validate["findings"])
+    assert "golden max (generated) stored compact (over the cap)" in tiny_cap_pkg.stdout
+    _, m = _manifest(tiny_cap_pkg.path)
+    assert m["schema_version"] == "1.5"
+    compact = {c["id"]: c for c in m["golden"]["compact_samples"]}
+    assert set(compact) == {"max", "mid"} and compact["max"]["symbols"] == {"batch": 32}
+    assert {r["input"]: r["kind"] for r in compact["max"]["recipes"]} == {"x": "pool", "ids": "ids", "scale": "pool"}
+    proc, report = probe_json(tiny_cap_pkg.path, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    golden = _golden(report)
+    assert {r["sample"]: r.get("stored") for r in golden["runs"]} == {"example": "full", "min": "full", "max": "compact", "mid": "compact"}
+    assert "max (compact: output[0] 256 of 256 elements + 4 stats" in " ".join(golden["checked"])
+    assert "checked: example (full), min (full), max (compact" in proc.stdout
+
+
+def test_a_compact_sample_whose_recipe_was_tampered_is_refused_not_run(tiny_cap_pkg: Built, tmp_path: Path) -> None:
+    root, m = _manifest(tiny_cap_pkg.path)
+
+    def huge(name: str, data: bytes) -> bytes:
+        if name != f"{root}/{layout.MANIFEST}":
+            return data
+        r = m["golden"]["compact_samples"][0]["recipes"][0]
+        r["shape"], r["stride"] = [1 << 40, 8], [8, 1]
+        return json.dumps(m).encode()
+
+    proc, report = probe_json(rewrite(tiny_cap_pkg.path, tmp_path / "huge.pt2", huge), tmp_path)
+    found = [f for p in report["phases"] for f in p["findings"] if f["code"] == "golden.recipe_invalid"]
+    assert len(found) == 1 and "the contract at these sizes says [32, 8]" in found[0]["message"]
+    assert {r["sample"] for r in _golden(report)["runs"]} == {"example", "min", "mid"}  # the others still ran
+    assert proc.returncode == 1
+
+
+def test_a_recipe_that_does_not_regenerate_bit_exactly_is_said_not_judged(tiny_cap_pkg: Built, tmp_path: Path) -> None:
+    root, m = _manifest(tiny_cap_pkg.path)
+
+    def reseed(name: str, data: bytes) -> bytes:
+        if name != f"{root}/{layout.MANIFEST}":
+            return data
+        m["golden"]["compact_samples"][1]["recipes"][0]["seed"] += 1  # other values than the build validated
+        return json.dumps(m).encode()
+
+    proc, report = probe_json(rewrite(tiny_cap_pkg.path, tmp_path / "reseed.pt2", reseed), tmp_path)
+    assert "golden.recipe_mismatch" in codes(report) and "golden.mismatch" not in codes(report)
+    assert "mid" not in {r["sample"] for r in _golden(report)["runs"]}
+    assert proc.returncode == 0  # a warning: the sample could not be checked, the package is not judged wrong
+
+
+def test_distilbert_is_validated_on_padded_attention_masks(guard_pkg: Any, tmp_path: Path) -> None:
+    with zipfile.ZipFile(guard_pkg("distilbert")) as zf:
+        root = zf.namelist()[0].split("/", 1)[0]
+        raw = zf.read(f"{root}/{layout.GOLDEN}")
+        m = json.loads(zf.read(f"{root}/{layout.MANIFEST}"))
+    (tmp_path / "golden.safetensors").write_bytes(raw)
+    tensors = _safetensors.load(tmp_path / "golden.safetensors")
+    masks = {s["id"]: tensors[s["inputs"]["attention_mask"]] for s in m["golden"]["samples"]}
+    assert bool((masks["example"] == 1).all())  # the factory's example: no padding
+    rows = [row for sid in ("max", "mid") for row in masks[sid].tolist()]
+    assert any(r[0] == 1 and r[-1] == 0 for r in rows) and any(r[0] == 0 and r[-1] == 1 for r in rows)  # right and left padding
+    assert any(all(r) for r in rows)  # and rows without
+    ids = tensors[next(s for s in m["golden"]["samples"] if s["id"] == "max")["inputs"]["input_ids"]]
+    assert int(ids.min()) == 0 and int(ids.max()) == 999  # across the vocabulary, both ends
+
+
+def test_the_zoo_guard_step_runs_the_compact_samples_too(tiny_cap_pkg: Built, tmp_path: Path) -> None:
+    """zoo.parity's guard step (runtime_probe.load in a child) checks every stored sample, whole or
+    compact, so its count equals the build's at any golden cap; a digest that the model's output
+    does not match fails it."""
+    from zoo import parity
+
+    g = parity.guard_step("tinycap", str(tiny_cap_pkg.path), str(tmp_path), timeout=300)
+    assert g["ok"], (g.get("error"), g.get("log_tail"))
+    assert {r["sample"]: r["stored"] for r in g["runs"]} == {"example": "full", "min": "full", "max": "compact", "mid": "compact"}
+    assert g["samples"] == 4
+    assert g["runs"][2]["checked"] == {"output[0]": "256 of 256 elements + 4 stats", "output[1]": "32 of 32 elements + 4 stats"}
+    root, m = _manifest(tiny_cap_pkg.path)
+
+    def off_sum(name: str, data: bytes) -> bytes:
+        if name != f"{root}/{layout.MANIFEST}":
+            return data
+        digest = m["golden"]["compact_samples"][0]["outputs"][0]
+        digest["sum"] += 1000 * (digest["sum_tol"] + 1.0)  # the stored subset still matches: the statistic alone fails
+        return json.dumps(m).encode()
+
+    bad = parity.guard_step("tinycap", str(rewrite(tiny_cap_pkg.path, tmp_path / "sum.pt2", off_sum)), str(tmp_path), timeout=300)
+    assert not bad["ok"] and bad["samples"] == 4
+    assert bad["error"].startswith("max (compact): output[0]") and "statistics out of tolerance: sum" in bad["error"], bad["error"]
