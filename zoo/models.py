@@ -136,26 +136,21 @@ def ensure_torchvision_importable() -> str:
     """
     global _TORCHVISION_SCHEMA_LIB
     import importlib.util
+    from pathlib import Path
 
     if "torchvision" in sys.modules:
         return "schemas-defined" if _TORCHVISION_SCHEMA_LIB is not None else "ok"
     if importlib.util.find_spec("torchvision") is None:
         return "absent"
-    try:
-        import torchvision
-
+    # the remedy itself lives in the venv's start-up shim (scripts/venv/): loaded here by path
+    shim_path = Path(__file__).resolve().parents[1] / "scripts" / "venv" / "aoti_guard_torchvision_shim.py"
+    spec = importlib.util.spec_from_file_location("_zoo_torchvision_shim", shim_path)
+    assert spec is not None and spec.loader is not None, shim_path
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    if not shim.import_torchvision():
         return "ok"
-    except RuntimeError as exc:
-        if "torchvision::nms does not exist" not in str(exc):
-            raise
-    for mod in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[mod]
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    for op in ("nms", "qnms"):
-        lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    _TORCHVISION_SCHEMA_LIB = lib
-    import torchvision  # noqa: F401
-
+    _TORCHVISION_SCHEMA_LIB = shim
     return "schemas-defined"
 
 

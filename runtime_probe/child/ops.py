@@ -97,7 +97,6 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
     facts["cuda_available"] = cuda_ok
     facts["devices"] = devices
     facts["driver"] = _driver_facts()
-    facts["torch_features"] = torch_compat.features()
     if preload:
         try:
             torch_compat.compiled_model_class()  # what make_loader imports

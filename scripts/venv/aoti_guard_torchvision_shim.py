@@ -43,7 +43,7 @@ class _TorchvisionFinder(importlib.abc.MetaPathFinder):
         if spec is None:
             return None
         try:
-            _import_torchvision()
+            import_torchvision()
         except Exception:  # noqa: BLE001 - any other failure: the plain import reports it
             for mod in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
                 del sys.modules[mod]
@@ -53,10 +53,15 @@ class _TorchvisionFinder(importlib.abc.MetaPathFinder):
         return shim
 
 
-def _import_torchvision() -> None:
+def import_torchvision() -> bool:
+    """Import torchvision; when, and only when, it fails with the two missing schemas, define them
+    and import it again. Returns whether the schemas were defined. zoo.models loads this file by
+    path and calls this (one remedy, two ways in: a venv's start-up, a single process)."""
     global _SCHEMAS
     try:
         import torchvision  # noqa: F401
+
+        return False
     except RuntimeError as exc:
         if "torchvision::nms does not exist" not in str(exc):
             raise
@@ -70,6 +75,9 @@ def _import_torchvision() -> None:
         _SCHEMAS = lib
         import torchvision  # noqa: F401,F811
 
+        return True
 
-if not any(isinstance(f, _TorchvisionFinder) for f in sys.meta_path):
+
+# at a venv's start-up (imported by its .pth under this name), not when zoo.models loads the file
+if __name__ == "aoti_guard_torchvision_shim" and not any(isinstance(f, _TorchvisionFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _TorchvisionFinder())
