@@ -142,7 +142,11 @@ def _departure_finding(
 
     intended = ", ".join(f"{label(name)} ({'/'.join(kinds)})" for name, kinds in list(allowed.items())[:6])
     more = f" and {len(allowed) - 6} more" if len(allowed) > 6 else ""
-    past = f"; past the non-finite values the build's golden samples hold by design: {intended}{more}" if intended else ""
+    past = (
+        f"; past the non-finite values the build's golden samples also held (its baseline, with outputs that matched eager): {intended}{more}"
+        if intended
+        else ""
+    )
     expected = f"{d.name} holding {'/'.join(d.expected)} at most (the build's baseline)" if d.expected else f"{d.name} finite"
     detail = _departure_dict(d, input_name)
     if d.kernel is None:
