@@ -158,7 +158,8 @@ def test_distilbert_left_in_training_mode_is_refused_with_its_dropouts_named(tmp
     ``atol 0.185`` and every probe passed."""
     factory = tmp_path / "distil.py"
     factory.write_text(
-        "import torch\n"
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})  # the repo's zoo/, not installed\n"
         "from zoo.models import ensure_torchvision_importable\n"
         "ensure_torchvision_importable()\n"
         "from transformers import DistilBertConfig, DistilBertForSequenceClassification\n"
