@@ -7,7 +7,7 @@ call (the golden inputs) and a bad one (a NaN injected): each call's seconds, th
 it printed, and what it localises (the assert's message; the printer's first departure from the
 good call's non-finite baseline, runtime_probe/ladder/printer.py).
 
-    python -m bench.twin_printer [--model masked_nan|opt|llama|qwen2|bart] [--size small|full] [--device cpu|cuda]
+    python -m bench.twin_printer [--model masked_nan|opt|llama|qwen2|bart] [--size small|full] [--device cpu|cuda] [--arm printer]
 
 ``masked_nan`` (tests/integration/models.py) takes an additive causal mask and turns NaN on a
 negative input; a zoo model (small size, CPU) holds its own -inf mask and is given a NaN in one
@@ -105,11 +105,11 @@ def _child(args: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNUL
     return {**json.loads(tail[-1]), **extra}
 
 
-def measure(model: str, folder: Path) -> dict[str, Any]:
+def measure(model: str, folder: Path, arms: list[str]) -> dict[str, Any]:
     from runtime_probe.ladder import printer
 
     rows: dict[str, Any] = {}
-    for arm in ARMS:
+    for arm in arms:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(folder / f"cache-{arm}")}
         pkg = folder / f"{model}-{arm}.pt2"
         row = _child(["compile", model, arm, str(pkg)], env)
@@ -140,11 +140,19 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="folder to keep the packages and printed output in")
     ap.add_argument("--size", default="small", choices=("small", "full"), help="the zoo model's size")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument(
+        "--arm",
+        action="append",
+        choices=list(ARMS),
+        help="measure only this arm (repeatable; default both): a full-size model's arms can run as two processes at once",
+    )
     a = ap.parse_args()
     os.environ["TWIN_PRINTER_SIZE"], os.environ["TWIN_PRINTER_DEVICE"] = a.size, a.device
     folder = Path(a.keep or tempfile.mkdtemp(prefix="twin-printer-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(json.dumps({"model": a.model, "size": a.size, "device": a.device, "arms": measure(a.model, folder)}, indent=1))
+    print(
+        json.dumps({"model": a.model, "size": a.size, "device": a.device, "arms": measure(a.model, folder, a.arm or list(ARMS))}, indent=1)
+    )
 
 
 if __name__ == "__main__":

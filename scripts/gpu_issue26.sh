@@ -15,6 +15,8 @@
 # Run from the repo root: OUT=/somewhere PARTS="validation twin golden node zoo" bash scripts/gpu_issue26.sh
 # Everything it keeps is packed into $OUT/run.tar.gz at the end (the device tool returns few files).
 # Run 15, call 1: PARTS="validation twin golden node"; call 2: PARTS="validation twin node zoo".
+# Run 16: PARTS="twin golden" GOLDEN_MODELS="gpt2 opt" TWIN_TIMEOUT=560 (the decoder's twin alone
+# beside two builds whose reports say where validation's time goes).
 set -u
 FINAL=${OUT:-$PWD/gpu-issue26-out}
 OUT=$FINAL/w
@@ -31,14 +33,17 @@ cat "$OUT/facts.txt"
 # 1. the GPU tests and the unit suite (its own folder; packs results into a tarball)
 has validation && ( OUT=$OUT/validation timeout 500 bash scripts/gpu_validation.sh > "$OUT/validation.log" 2>&1; echo "rc=$?" >> "$OUT/validation.log" ) &
 # 2. the twin's instrument on a full-size masked decoder
-has twin && ( LD_PRELOAD=$PRELOAD timeout 520 $PY -m bench.twin_printer --model opt --size full --device cuda --keep "$OUT/twin-opt" > "$OUT/twin-opt.json" 2> "$OUT/twin-opt.err"; echo "rc=$?" >> "$OUT/twin-opt.err"; rm -f "$OUT"/twin-opt/*.pt2; rm -rf "$OUT"/twin-opt/cache-* ) &
+# (each arm its own process: two full-size compiles of opt did not fit one call one after the other)
+if has twin; then for arm in printer asserts+names; do
+  ( LD_PRELOAD=$PRELOAD timeout ${TWIN_TIMEOUT:-520} $PY -m bench.twin_printer --model opt --size full --device cuda --arm "$arm" --keep "$OUT/twin-opt-$arm" > "$OUT/twin-opt-$arm.json" 2> "$OUT/twin-opt-$arm.err"; echo "rc=$?" >> "$OUT/twin-opt-$arm.err"; rm -f "$OUT/twin-opt-$arm"/*.pt2; rm -rf "$OUT/twin-opt-$arm"/cache-* ) &
+done; fi
 # 3. golden at production size
 golden() { local name=$1; ( s=$(date +%s)
   LD_PRELOAD=$PRELOAD AOTI_GUARD_ZOO_SIZE=full AOTI_GUARD_ZOO_DEVICE=cuda timeout 420 $PY -m aoti_guard build "zoo/models.py:$name" --device cuda \
     -o "$OUT/$name.pt2" --json "$OUT/$name.build.json" > "$OUT/$name.build.txt" 2>&1; echo "build rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/$name.build.txt"
   LD_PRELOAD=$PRELOAD timeout 200 $PY -m runtime_probe "$OUT/$name.pt2" --json "$OUT/$name.probe.json" > "$OUT/$name.probe.txt" 2>&1; echo "probe rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/$name.probe.txt"
   rm -f "$OUT/$name.pt2" ) & }
-if has golden; then golden resnet18; golden distilbert; fi
+if has golden; then for n in ${GOLDEN_MODELS:-resnet18 distilbert}; do golden "$n"; done; fi
 # 5. the zoo: build / bare per model (gpu_zoo.sh's own deadline)
 has zoo && ( OUT=$OUT/zoo JOBS=${ZOO_JOBS:-4} DEADLINE=${ZOO_DEADLINE:-470} bash scripts/gpu_zoo.sh ${ZOO_MODELS:-deberta_v2 gpt2 opt bert mobilenet_v3_small} > "$OUT/zoo.log" 2>&1 ) &
 # 4. the fleet's node check: the kept CUDA example, and the example built here
@@ -56,10 +61,10 @@ stamp "node check done"
 wait
 stamp "all done"
 tail -3 "$OUT/validation.log" 2>/dev/null
-tail -2 "$OUT/twin-opt.err" 2>/dev/null
-for n in resnet18 distilbert; do [ -f "$OUT/$n.build.txt" ] && { tail -1 "$OUT/$n.build.txt"; tail -1 "$OUT/$n.probe.txt"; }; done
+tail -n 2 "$OUT"/twin-opt-*.err 2>/dev/null
+for n in ${GOLDEN_MODELS:-resnet18 distilbert}; do [ -f "$OUT/$n.build.txt" ] && { tail -1 "$OUT/$n.build.txt"; tail -1 "$OUT/$n.probe.txt"; }; done
 tail -3 "$OUT/node-check.err" 2>/dev/null; cat "$OUT/node-check-npd.txt" 2>/dev/null
 tail -12 "$OUT/zoo/gpu-full.md" 2>/dev/null
-rm -rf "$OUT"/twin-opt/cache-* "$OUT"/*.pt2
+rm -rf "$OUT"/twin-opt-*/cache-* "$OUT"/*.pt2
 tar czf "$FINAL/run.tar.gz" -C "$OUT" . && rm -rf "$OUT"
 ls -la "$FINAL"

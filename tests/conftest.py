@@ -71,3 +71,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if why is not None:
             strict = NOT_YET_ESTABLISHED not in why
             item.add_marker(pytest.mark.xfail(reason=f"known on torch {major}.{minor}: {why}", strict=strict))
+
+
+@pytest.fixture(autouse=True)
+def _working_directory_unchanged() -> Iterator[None]:
+    """A test that leaves the working directory elsewhere fails, and the directory is put back.
+    Two tests did (``os.chdir(tmp_path)``): every later test on that xdist worker ran
+    ``python -m aoti_guard`` from a deleted temporary folder, and a factory importing the repo's
+    ``zoo`` failed there (``ModuleNotFoundError``) but passed alone. Use ``monkeypatch.chdir``."""
+    before = os.getcwd()
+    yield
+    after = os.getcwd()
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory at {after} (it was {before}): use monkeypatch.chdir", pytrace=False)

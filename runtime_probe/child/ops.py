@@ -198,6 +198,7 @@ def op_run(
     device: str,
     tolerances: dict[str, list[float]] | None = None,
     save_path: str | None = None,
+    save_durable: bool = True,
     equal_nan: bool = False,
     input_device: str | None = None,
     contract_from: str | None = None,
@@ -214,7 +215,8 @@ def op_run(
     ``iterations`` > 1 or ``duration_s``: after the judged run and ``warmup`` untimed calls, time
     at least ``iterations`` calls and at least ``duration_s`` seconds (``latency_ms``: latency.py).
     ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
-    (an inputs file is what ``--inputs`` takes back).
+    (an inputs file is what ``--inputs`` takes back); ``save_durable=False``: the outputs file is
+    read back and removed at once (the build's validation), so it is not fsynced.
     ``resize``: input name -> sizes (``probe --shapes``): the sample's values resampled to them, as
     the build generates golden samples (a fixed seed).
     """
@@ -280,7 +282,7 @@ def op_run(
         if save_path is not None:
             saved[name] = value.detach().to("cpu")
     if save_path is not None:
-        _safetensors.dump(saved, save_path)
+        _safetensors.dump(saved, save_path, durable=save_durable)
     if iterations > 1 or duration_s:
         report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations, warmup, duration_s)
     return report

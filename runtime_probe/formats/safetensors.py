@@ -489,8 +489,32 @@ def _file_mode(path: str) -> int:
     return 0o666 & ~umask
 
 
-def dump(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None) -> None:
-    """Write atomically: a temp file in the same directory, fsync, then os.replace."""
+def _write_tensor(f: io.BufferedWriter, code: str, t: torch.Tensor) -> None:
+    """``_tensor_bytes(code, t)`` written to ``f``, without a second copy in memory where the
+    tensor's own bytes are the file's (a contiguous CPU tensor on a little-endian machine)."""
+    import ctypes
+
+    t = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+    if sys.byteorder == "big" or t.numel() == 0:
+        f.write(_tensor_bytes(code, t))
+        return
+    # the tensor's own memory as a buffer (no numpy: torch does not require it); ``t`` lives
+    # until the write returns
+    f.write(memoryview((ctypes.c_ubyte * (t.numel() * ITEMSIZE[code])).from_address(t.data_ptr())))
+
+
+def dump(
+    tensors: Mapping[str, torch.Tensor],
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    durable: bool = True,
+) -> None:
+    """Write atomically: a temp file in the same directory, fsync, then os.replace.
+
+    ``durable=False`` skips the fsyncs, for a file a process hands another and removes at once
+    (the build's validation child writes each sample's outputs for the build to read back):
+    forcing GBs of them to the disk is time for nothing there (docs/gpu-validation.md, run 16)."""
     header, plan = _plan(tensors, metadata)  # validate before touching the filesystem
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
@@ -500,15 +524,18 @@ def dump(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str], meta
         with os.fdopen(fd, "wb") as f:
             f.write(header)
             for code, t in plan:  # one tensor in memory at a time
-                f.write(_tensor_bytes(code, t))
+                _write_tensor(f, code, t)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, _file_mode(target))
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if not durable:
+        return
     with contextlib.suppress(OSError):  # persist the rename; not possible on every OS/filesystem
         dir_fd = os.open(directory, os.O_RDONLY)
         try:

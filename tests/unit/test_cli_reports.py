@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -58,14 +59,16 @@ def test_a_report_over_the_package_is_refused(cli: str, flag: str, unsigned: tup
 
 
 @pytest.mark.parametrize("which", ["key", "weights"])
-def test_a_report_over_the_key_or_weights_is_refused(which: str, unsigned: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_report_over_the_key_or_weights_is_refused(
+    which: str, unsigned: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pkg, pub = unsigned
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"weights")
     target = pub if which == "key" else weights
     before = target.read_bytes()
     extra = ["--weights", str(weights)] if which == "weights" else []
-    os.chdir(tmp_path)  # a relative path that names the same file
+    monkeypatch.chdir(tmp_path)  # a relative path that names the same file
     assert probe_main([str(pkg), "--public-key", str(pub), *extra, "--json", os.path.relpath(target)]) == 2
     assert target.read_bytes() == before
 
@@ -154,6 +157,7 @@ def test_exit_3_still_writes_a_report(
         raise raised
 
     monkeypatch.setattr("runtime_probe.probe.run.probe", boom)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the bug case's saved traceback, not in the machine's /tmp
     pkg, _ = unsigned
     out = tmp_path / "r.json"
     assert ENTRY_POINTS[cli]([str(pkg), "--json", str(out)]) == 3
@@ -350,7 +354,7 @@ def test_probe_log_file_gets_every_progress_line(unsigned: tuple[Path, Path], tm
 
 def test_build_json_dash_is_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     _build_with_a_warning(monkeypatch)
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", "-", "-q"]) == 0
     report = json.loads(capsys.readouterr().out)  # stdout holds the JSON alone
     assert report["kind"] == "build" and not (tmp_path / "-").exists()
@@ -365,9 +369,10 @@ def test_build_exit_3_still_writes_a_report(raised: Exception, tmp_path: Path, m
         raise raised
 
     monkeypatch.setattr(pipeline, "build", boom)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the saved traceback of the bug case
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the saved traceback of the bug case (TMPDIR is read once)
     out, junit = tmp_path / "b.json", tmp_path / "b.xml"
     assert aoti_guard_main(["build", "-o", str(tmp_path / "m.pt2"), "--json", str(out), "--junit", str(junit), "-q"]) == 3
+    assert len(list(tmp_path.glob("aoti-guard-crash-*.txt"))) == (0 if isinstance(raised, ToolError) else 1)
     report = json.loads(out.read_text())
     code = report["phases"][0]["findings"][0]["code"]
     assert report["kind"] == "build" and report["exit_code"] == 3

@@ -15,8 +15,8 @@ from runtime_probe.errors import ToolError, UsageError
 from runtime_probe.output import check_report_path, current_umask, write_atomic, write_output
 
 
-def test_dash_writes_to_stdout(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    os.chdir(tmp_path)
+def test_dash_writes_to_stdout(tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     write_output("-", b'{"a": 1}\n')
     assert capfd.readouterr().out == '{"a": 1}\n'
     assert not (tmp_path / "-").exists()
@@ -80,11 +80,11 @@ def test_write_atomic_keeps_an_explicit_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["same", "relative", "symlink", "hardlink", "dotdot"])
-def test_a_report_path_that_is_an_input_is_refused(tmp_path: Path, how: str) -> None:
+def test_a_report_path_that_is_an_input_is_refused(tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = tmp_path / "model.pt2"
     pkg.write_bytes(b"package")
     (tmp_path / "sub").mkdir()
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     path = {
         "same": str(pkg),
         "relative": "model.pt2",

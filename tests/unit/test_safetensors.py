@@ -363,16 +363,61 @@ def test_dump_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert_same(load(path)["a"], torch.zeros(3))
     good = path.read_bytes()
 
-    def boom(code: str, t: torch.Tensor) -> bytearray:
+    def boom(f: Any, code: str, t: torch.Tensor) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(stx, "_tensor_bytes", boom)
+    monkeypatch.setattr(stx, "_write_tensor", boom)
     with pytest.raises(OSError, match="disk full"):
         dump({"a": torch.ones(5)}, path)
     with pytest.raises(SafetensorsError):
         dump({"a": "not a tensor"}, path)  # type: ignore[dict-item]
     assert path.read_bytes() == good
     assert os.listdir(tmp_path) == ["w.safetensors"]  # no temp files left behind
+
+
+def _every_kind() -> dict[str, torch.Tensor]:
+    t = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    return {
+        "f32": t,
+        "view": t[1:, ::2],
+        "f16": t.half(),
+        "bf16": t.bfloat16(),
+        "bool": t > 0,
+        "i64": torch.arange(5),
+        "empty": torch.empty(0, 3),
+    }
+
+
+def test_dump_writes_the_bytes_dumps_makes(tmp_path: Path) -> None:
+    """dump writes a tensor's own memory (no second copy in memory): the bytes stay dumps' and the
+    official library's, for views, 2-byte floats, bools and empty tensors."""
+    path = tmp_path / "w.safetensors"
+    dump(_every_kind(), path, {"k": "v"})
+    assert path.read_bytes() == dumps(_every_kind(), {"k": "v"})
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_dump_fsyncs_unless_told_the_file_is_transient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(stx.os, "fsync", lambda fd: synced.append(fd))
+    path = tmp_path / "w.safetensors"
+    dump(_every_kind(), path, durable=durable)
+    assert bool(synced) is durable  # the file (and its folder) only when durable
+    assert path.read_bytes() == dumps(_every_kind())
+    assert os.listdir(tmp_path) == ["w.safetensors"]
+
+
+def test_a_borrowed_load_outlives_its_removed_file(tmp_path: Path) -> None:
+    """The build reads each sample's outputs borrowed (mmap) and removes the file at once."""
+    path = tmp_path / "w.safetensors"
+    want = _every_kind()
+    dump(want, path, durable=False)
+    got = load(path, borrow=True)
+    path.unlink()
+    for name, t in want.items():
+        assert_same(got[name], t.contiguous())
+    got["f32"].add_(1)  # a private mapping: writable, and the file is gone
+    assert_same(got["f32"], want["f32"] + 1)
 
 
 def test_big_endian_swap_helpers() -> None:
