@@ -5,6 +5,7 @@ running. On a developer's machine skips stay skips, with their reason."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,3 +86,12 @@ def _working_directory_unchanged() -> Iterator[None]:
     if after != before:
         os.chdir(before)
         pytest.fail(f"the test left the working directory at {after} (it was {before}): use monkeypatch.chdir", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run under ``nohup``, the suite and every process it starts would inherit SIGHUP ignored,
+    and aoti-guard rightly leaves an ignored SIGHUP ignored (runtime_probe/terminate.py): the
+    tests that send SIGHUP to a build or a probe would then wait for nothing. They test the
+    default disposition, which a terminal gives; so does this."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)

@@ -4,6 +4,8 @@ factories that follow the fix): tests/integration/test_export_hints.py. The mult
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,6 +53,9 @@ def batch_of_two() -> Any:
 
 
 def _tiny_llama() -> Any:
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:  # the repo's zoo/ is not installed: the build's working directory may be anywhere
+        sys.path.insert(0, repo)
     from zoo.models import ensure_torchvision_importable
 
     ensure_torchvision_importable()  # transformers imports torchvision, whose CUDA wheel breaks beside a CPU torch

@@ -10,6 +10,7 @@ The calls that could abort run in a child process, so a regression fails the tes
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -54,7 +55,10 @@ def test_check_values_false_is_the_opt_out_and_risks_the_process(guard_pkg: Call
     """What docs/api.md says the opt-out risks: the id reaches native code, which aborts on CPU."""
     proc = _call(guard_pkg("distilbert"), "off")
     assert proc.returncode < 0, (proc.returncode, proc.stdout, proc.stderr[-800:])  # killed by a signal (SIGABRT)
-    assert "terminate called after throwing an instance of 'c10::Error'" in proc.stderr and "refused" not in proc.stdout
+    assert proc.returncode == -signal.SIGABRT, proc.returncode
+    # two of the kernel's threads may throw at once: then the C++ runtime's first words are
+    # "terminate called recursively" and the c10::Error's name can be cut (seen under CI's load)
+    assert "terminate called" in proc.stderr and "refused" not in proc.stdout and "alive" not in proc.stdout
 
 
 def test_the_device_mode_returns_nan_for_a_bad_call_and_raises_at_the_sync(guard_pkg: Callable[[str], Path]) -> None:
