@@ -82,6 +82,17 @@ def flag_options(flags: Sequence[Flag]) -> Callable[[Callable[..., Any]], Callab
     return decorate
 
 
+def _writes_to_the_terminal(handler: Any) -> bool:
+    """A log handler that writes to stderr or stdout: a ``logging.StreamHandler`` (torch up to
+    2.14), or torch 2.15's ``_StderrHandler``, a plain ``logging.Handler`` whose ``stream`` is
+    whatever ``sys.stderr`` is when it writes."""
+    import logging
+
+    if isinstance(handler, logging.FileHandler):
+        return False
+    return isinstance(handler, logging.StreamHandler) or getattr(handler, "stream", None) in (sys.stderr, sys.stdout)
+
+
 @contextmanager
 def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
     """torch's Python warnings (FutureWarning LeafSpec, the TF32 hint) and its log records go to the
@@ -100,9 +111,7 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
     swapped: list[tuple[logging.Logger, list[logging.Handler]]] = []
     for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
         logger = logging.getLogger(name)
-        streams: list[logging.Handler] = [
-            h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-        ]
+        streams: list[logging.Handler] = [h for h in logger.handlers if _writes_to_the_terminal(h)]
         if name == "torch" or streams or not logger.propagate:
             swapped.append((logger, streams))
     with warnings.catch_warnings(record=True) as caught:

@@ -200,8 +200,11 @@ def findings(state: GraphState, *, root_training: bool) -> list[Finding]:
         hint = (
             eval_hint + " (BatchNorm in training mode uses batch statistics and updates its running ones)"
             if state.batch_norm_training and eval_hint
-            else "make the state an explicit input and output of forward (the package keeps its own copy of every buffer, so its "
-            "state and eager's drift apart with every call)"
+            # both behaviours seen on this model (tests/integration/models_divergence.py, counter):
+            # the package's `count` gave 4, 4, 4 on torch 2.13 and 4, 5, 6 on 2.15
+            else "make the state an explicit input and output of forward (the package keeps its own copy of every buffer: "
+            "torch 2.13 starts each call from the value it was built with, 2.15 carries the update from call to call; "
+            "either way the state is the package's, not the caller's)"
         )
         out.append(
             error(

@@ -93,11 +93,21 @@ def test_a_random_op_in_forward_is_named(built: dict[str, Built]) -> None:
     assert not _blames_compiler(b.report)
 
 
-def test_a_buffer_mutated_in_place_is_named_and_eager_departs_first(built: dict[str, Built]) -> None:
+def test_a_buffer_mutated_in_place_is_named(built: dict[str, Built]) -> None:
+    """On every torch: the build is refused for the buffer written in place, named."""
     b = built["counter"]
     assert b.returncode == 1 and b.report is not None
     [st] = _findings(b.report, "build.stateful_model")
-    assert st["evidence"]["mutated_buffers"] == ["count"]
+    assert st["evidence"]["mutated_buffers"] == ["count"] and st["severity"] == "error"
+    assert "the state is the package's, not the caller's" in st["hint"]
+    assert not _blames_compiler(b.report)
+
+
+def test_a_buffer_mutated_in_place_makes_eager_depart_first(built: dict[str, Built]) -> None:
+    """Where the package starts every call from its built-in state (torch 2.13: 4, 4, 4) and eager
+    carries it (4, 5, 6), validation fails and the stage table says eager departed first."""
+    b = built["counter"]
+    assert b.returncode == 1 and b.report is not None
     [stage] = [f for f in _findings(b.report, "build.first_divergence") if f["severity"] == "error"]
     assert stage["evidence"]["first"] == "eager"
     assert "`count`" in stage["message"] and "not the cause" in stage["message"]
@@ -184,7 +194,7 @@ def test_distilbert_left_in_training_mode_is_refused_with_its_dropouts_named(tmp
 
 
 def test_the_stage_table_reads_in_the_json_report(built: dict[str, Built]) -> None:
-    report = built["counter"].report
+    report = built["branch"].report  # wrong on every torch: the package ignores export's guard
     assert report is not None
     stages = _phase(report, "validate")["detail"]["stages"]
     assert [r["stage"] for r in stages] == ["eager", "export", "decompose", "inductor", "package"]

@@ -3,19 +3,33 @@ with no torch, it brings no dependency, and its CLI, schemas and archive checks 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from build_probe_wheel import build
-
 from ..unit.fakepkg import make_package
+
+
+def _load_build() -> Any:
+    """scripts/build_probe_wheel.py's ``build``, loaded by path: putting scripts/ on sys.path made
+    its docker/ folder importable as a namespace package named ``docker``, which then passed for
+    the Docker SDK where the SDK was not installed (the 2.15 lane's container unit tests)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "build_probe_wheel.py"
+    spec = importlib.util.spec_from_file_location("build_probe_wheel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build
+
+
+build = _load_build()
 
 pytestmark = pytest.mark.integration
 
