@@ -16,23 +16,6 @@ NOT_YET_ESTABLISHED = "why is not yet established"
 # (major, minor) -> {node id: what differs}
 KNOWN: dict[tuple[int, int], dict[str, str]] = {
     (2, 15): {
-        "tests/unit/test_export_guards.py::test_guards_the_declaration_already_says_are_not_recorded": (
-            "2.15's torch.export records guards 2.13 does not (e.g. (2*s1) % 16 == 0, s1 // (s1 // 8) == 8); "
-            "aoti-guard proves fewer of them implied by the declared ranges"
-        ),
-        "tests/zoo/test_zoo_parity.py::test_builds_probes_and_guard_loads[timm_vit_tiny]": (
-            "2.15's guard uses torch.sym_max(1, W // 16), which the contract's expression grammar "
-            "(runtime_probe/formats/symexpr.py) does not translate: build.export_specialized fails the build"
-        ),
-        "tests/integration/test_probe.py::test_plain_package_without_weights_fails_before_it_is_called": (
-            "on a 2.15 .so the [AOTI_LOAD] log states the missing weights first: the message differs from the test's wording"
-        ),
-        "tests/unit/test_twin.py::test_the_child_restores_the_hints_of_derived_dims_that_load_drops": (
-            "2.15's Inductor fails lowering the reloaded program in the twin child (LoweringException 'unexpected None!', 256*s9)"
-        ),
-        "tests/integration/test_library_outputs.py::test_the_twin_compiles_in_a_child_that_cannot_import_the_output_type": (
-            "the same twin-child lowering failure on 2.15: the twin falls back to this process"
-        ),
         "tests/integration/test_divergence.py::test_a_buffer_mutated_in_place_makes_eager_depart_first": (
             "2.15's package carries an in-place buffer update from call to call (the counter model: 4, 5, 6; "
             "2.13 starts each call from the built value: 4, 4, 4), so compiled and eager agree call for call and validation "

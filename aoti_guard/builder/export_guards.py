@@ -97,6 +97,18 @@ def _copy(node: ast.expr) -> ast.expr:
 # -- parsing torch's guard text -------------------------------------------------------------------
 
 _ALLOWED_CALLS = {"max": "Max", "min": "Min", "Max": "Max", "Min": "Min"}
+# torch 2.15 writes some guards with torch's symbolic max/min: timm vit_tiny's reads
+# ``torch.sym_max(1, L['x'].size()[3] // 16)`` (2.13 wrote none such), the same integer function
+_TORCH_CALLS = {"sym_max": "Max", "sym_min": "Min"}
+
+
+def _call_name(func: ast.expr) -> str | None:
+    """The contract's name for a call torch's guard text makes (``max``, ``torch.sym_max``), else None."""
+    if isinstance(func, ast.Name):
+        return _ALLOWED_CALLS.get(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch":
+        return _TORCH_CALLS.get(func.attr)
+    return None
 
 
 def translate(text: str, leaves: Sequence[str]) -> Translation:
@@ -127,10 +139,9 @@ def translate(text: str, leaves: Sequence[str]) -> Translation:
             return ast.Compare(left=walk(node.left, depth + 1), ops=node.ops, comparators=[walk(c, depth + 1) for c in node.comparators])
         if isinstance(node, ast.BoolOp):
             return ast.BoolOp(op=node.op, values=[walk(v, depth + 1) for v in node.values])
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ALLOWED_CALLS and not node.keywords:
-            return ast.Call(
-                func=ast.Name(id=_ALLOWED_CALLS[node.func.id], ctx=ast.Load()), args=[walk(a, depth + 1) for a in node.args], keywords=[]
-            )
+        name = _call_name(node.func) if isinstance(node, ast.Call) and not node.keywords else None
+        if isinstance(node, ast.Call) and name is not None:
+            return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[walk(a, depth + 1) for a in node.args], keywords=[])
         raise Untranslatable(f"it uses {ast.unparse(node)[:80]!r}, which the contract's condition grammar does not have")
 
     out = walk(tree, 0)

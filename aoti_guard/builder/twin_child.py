@@ -33,8 +33,10 @@ def restore_hints(ep: Any) -> list[str]:
     ``torch.export.load`` (2.13) keeps the example sizes of the input dims as hints keyed by their
     expressions (``8*s9 -> 16``), not of the symbols under them (``s9``); Inductor then stops with
     ``LoweringException: ('unexpected None!', 256*s9)`` on a model with a derived dim (a sequence
-    that is a multiple of 8, an image side of 32*k). Each such symbol is solved from one of its
-    expressions. Returns what was restored, e.g. ``["s9=2"]``.
+    that is a multiple of 8, an image side of 32*k). 2.15's load keeps no hint at all, but the
+    program keeps its example inputs: each user input's symbolic size against the example's.
+    Each such symbol is solved from one of its expressions. Returns what was restored, e.g.
+    ``["s9=2"]``.
     """
     import sympy  # type: ignore[import-untyped]
 
@@ -49,8 +51,8 @@ def restore_hints(ep: Any) -> list[str]:
     if hints is None:
         hints = shape_env.var_to_val
     restored = []
-    for expr, value in list(hints.items()):
-        if isinstance(expr, sympy.Symbol):
+    for expr, value in [*hints.items(), *_example_sizes(ep)]:
+        if isinstance(expr, sympy.Symbol) and expr in hints:
             continue
         unknown = [s for s in expr.free_symbols if s not in hints]
         if len(unknown) != 1:
@@ -60,6 +62,31 @@ def restore_hints(ep: Any) -> list[str]:
             hints[unknown[0]] = sympy.Integer(solutions[0])
             restored.append(f"{unknown[0]}={solutions[0]}")
     return restored
+
+
+def _example_sizes(ep: Any) -> list[tuple[Any, int]]:
+    """(symbolic size, the example's size) for every dim of every user input whose size in the
+    graph is an expression (``8*s6``, or ``s6`` itself); nothing where the program keeps no example."""
+    import sympy
+    from torch.utils import _pytree as pytree
+
+    if ep.example_inputs is None:
+        return []
+    examples = pytree.tree_leaves(tuple(ep.example_inputs))
+    users = set(ep.graph_signature.user_inputs)
+    nodes = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in users]
+    pairs: list[tuple[Any, int]] = []
+    if len(nodes) != len(examples):
+        return pairs  # not laid out as expected: no guess
+    for node, example in zip(nodes, examples):
+        fake, sizes = node.meta.get("val"), getattr(example, "shape", None)
+        if fake is None or sizes is None or len(getattr(fake, "shape", ())) != len(sizes):
+            continue
+        for dim, size in zip(fake.shape, sizes):
+            expr = getattr(getattr(dim, "node", None), "expr", None)
+            if isinstance(expr, sympy.Expr) and expr.free_symbols:
+                pairs.append((expr, int(size)))
+    return pairs
 
 
 def main(argv: list[str]) -> int:
