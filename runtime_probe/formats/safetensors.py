@@ -446,13 +446,19 @@ def _plan(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | Non
     return struct.pack("<Q", len(raw)) + raw, [(code, t) for _, _, code, t in entries]
 
 
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the CPU, dense and row-major, its lazy conj/neg bits applied: the tensor whose
+    memory holds the file's bytes (on a little-endian machine)."""
+    return t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+
+
 def _tensor_bytes(code: str, t: torch.Tensor) -> bytearray:
     """Little-endian, row-major bytes of ``t``: views, conj/neg bits and devices resolved."""
     import torch
 
     # contiguous() alone keeps a view's storage offset and a lazy conj/neg bit; copying through
     # torch into a fresh bytearray of exactly numel*itemsize bytes handles every case, quickly.
-    t = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+    t = _plain(t)
     out = bytearray(t.numel() * ITEMSIZE[code])
     if out:
         flat = t.reshape(-1).view(torch.uint8)
@@ -494,7 +500,7 @@ def _write_tensor(f: io.BufferedWriter, code: str, t: torch.Tensor) -> None:
     tensor's own bytes are the file's (a contiguous CPU tensor on a little-endian machine)."""
     import ctypes
 
-    t = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+    t = _plain(t)
     if sys.byteorder == "big" or t.numel() == 0:
         f.write(_tensor_bytes(code, t))
         return
