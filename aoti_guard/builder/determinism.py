@@ -203,8 +203,8 @@ def findings(state: GraphState, *, root_training: bool) -> list[Finding]:
             # both behaviours seen on this model (tests/integration/models_divergence.py, counter):
             # the package's `count` gave 4, 4, 4 on torch 2.13 and 4, 5, 6 on 2.15
             else "make the state an explicit input and output of forward (the package keeps its own copy of every buffer: "
-            "torch 2.13 starts each call from the value it was built with, 2.15 carries the update from call to call; "
-            "either way the state is the package's, not the caller's)"
+            "seen on a counter model, torch 2.13's package starts each call from the value it was built with and 2.15's "
+            "carries the update from call to call; either way the state is the package's, not the caller's)"
         )
         out.append(
             error(
