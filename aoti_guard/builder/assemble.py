@@ -101,7 +101,7 @@ def assemble(
         # the list the build checked the kernels against: the probe's arch rule reads it
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
     tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
-    constants = extract_constants(ep, wrapper.runtime_constants())
+    constants = extract_constants(ep, wrapper.runtime_constants(), outcome.constant_names.renamed, outcome.constant_names.unpaired)
 
     golden = None
     if outcome.golden_bytes is not None:

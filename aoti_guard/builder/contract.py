@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -415,11 +416,20 @@ def tensor_sha256(t: Any) -> str:
     return hashlib.sha256(tensor_bytes(t)).hexdigest()
 
 
-def extract_constants(ep: Any, runtime_constants: Mapping[str, str]) -> list[ConstantSpec]:
-    """Every weight/buffer/constant of the program; ``runtime_constants`` maps FQN -> AOTI's
-    internal name for those the package keeps as replaceable runtime constants."""
+def extract_constants(
+    ep: Any,
+    runtime_constants: Mapping[str, str],
+    renamed: Mapping[str, str] | None = None,
+    unpaired: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[ConstantSpec]:
+    """Every weight/buffer/constant of the program; ``runtime_constants`` maps the package's
+    name -> AOTI's internal name for those it keeps as replaceable runtime constants.
+    ``renamed``: program FQN -> the package's name, for constants the compiler renamed (paired by
+    value: builder/constant_names.py); ``unpaired``: the package's constants no program constant
+    matched ({name: digest}), recorded under the package's name so the manifest lists them all."""
     import torch
 
+    renamed = renamed or {}
     sig = ep.graph_signature
     kinds: dict[str, str] = {}
     for fqn in sig.parameters:
@@ -435,6 +445,7 @@ def extract_constants(ep: Any, runtime_constants: Mapping[str, str]) -> list[Con
     for fqn, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             continue
+        name = renamed.get(fqn, fqn)
         out.append(
             ConstantSpec(
                 fqn=fqn,
@@ -443,8 +454,25 @@ def extract_constants(ep: Any, runtime_constants: Mapping[str, str]) -> list[Con
                 shape=tuple(int(s) for s in t.shape),
                 sha256=tensor_sha256(t),
                 nbytes=int(t.numel() * t.element_size()),
-                storage="package" if fqn in runtime_constants else "inlined",
-                internal_name=runtime_constants.get(fqn),
+                storage="package" if name in runtime_constants else "inlined",
+                internal_name=runtime_constants.get(name),
+                runtime_fqn=name if name != fqn else None,
+            )
+        )
+    for name, digest in sorted((unpaired or {}).items()):
+        shape = tuple(int(n) for n in digest.get("shape") or ())
+        dtype = str(digest.get("dtype"))
+        itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size() if hasattr(torch, dtype) else 0
+        out.append(
+            ConstantSpec(
+                fqn=name,
+                kind="constant",
+                dtype=dtype,
+                shape=shape,
+                sha256=str(digest.get("sha256")),
+                nbytes=int(math.prod(shape)) * itemsize,
+                storage="package" if name in runtime_constants else "inlined",
+                internal_name=runtime_constants.get(name),
             )
         )
     return out

@@ -528,6 +528,9 @@ def validate_step(st: BuildState) -> StepResult:
         "table": st.outcome.table,
         "margins": st.outcome.margins,
     }
+    names = st.outcome.constant_names
+    if names.renamed or names.unpaired or names.ambiguous:  # the package's names the program lacks, and how they were paired
+        detail["constant_names"] = {"renamed": names.renamed, "unpaired": sorted(names.unpaired), "ambiguous": names.ambiguous}
     if st.outcome.eager_repeat is not None:
         detail["eager_repeat"] = st.outcome.eager_repeat
     if st.outcome.stages is not None:

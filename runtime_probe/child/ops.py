@@ -172,6 +172,18 @@ def op_load(
     return {"seconds": round(seconds, 4), "constant_fqns": fqns, "metadata": metadata, "release_constants": shared}
 
 
+def op_constant_digests(
+    state: State, path: str, names: list[str], model_name: str = "model", device_type: str = "cpu", device_index: int | None = None
+) -> dict[str, Any]:
+    """The named constants' hashes, dtypes and shapes as the package's model holds them
+    (``release_constant_digests``): the build pairs a constant the compiler renamed by its value."""
+    from runtime_probe.package.release_constants import release_constant_digests
+
+    started = time.monotonic()
+    digests = release_constant_digests(path, model_name, names, device_type, device_index)
+    return {"seconds": round(time.monotonic() - started, 4), "digests": digests}
+
+
 def _tensors(state: State, path: str) -> dict[str, Any]:
     if path not in state.tensor_files:
         state.tensor_files[path] = _safetensors.load(path)
@@ -457,6 +469,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "facts": op_facts,
     "load": op_load,
     "load_weights": op_load_weights,
+    "constant_digests": op_constant_digests,
     "run": op_run,
     "ping": op_ping,
 }

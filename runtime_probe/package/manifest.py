@@ -46,7 +46,9 @@ __all__ = [
 # 1.5: Golden.compact_samples (a 1.4 reader ignores them and checks the full samples alone, which
 # is what a 1.4 build stored: never a false verdict on a sample it cannot read); TwinInfo.nonfinite
 # (a 1.4 reader ignores it: its twin asserts on the first NaN/Inf, a printer twin it reads as names only)
-MANIFEST_SCHEMA_VERSION = "1.5"
+# 1.6: ConstantSpec.runtime_fqn (a 1.5 reader ignores it and expects the program's name: it
+# reports a renamed constant as unexpected, as every 1.5 probe did)
+MANIFEST_SCHEMA_VERSION = "1.6"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -212,6 +214,15 @@ class ConstantSpec:
     nbytes: int
     storage: str  # "package": a runtime constant (load_constants can replace it); "inlined": baked into code
     internal_name: str | None = None  # AOTI's name ("lin_weight")
+    # since 1.6: the name the loaded model lists (get_constant_fqns) when the compiler renamed it:
+    # a plain tensor attribute ``offset`` is ``_tensor_constant0`` in the package (paired by value)
+    runtime_fqn: str | None = None
+
+    @property
+    def loaded_name(self) -> str:
+        """The name the loaded model knows it by: what ``get_constant_fqns`` lists and
+        ``load_constants`` takes."""
+        return self.runtime_fqn or self.fqn
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,21 @@ constant the release model lacks is an error, not a null pointer). The runner an
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from runtime_probe import layout
+from runtime_probe.formats.safetensors import tensor_bytes
 from runtime_probe.package.archive import open_archive
 from runtime_probe.torch_compat import TorchCompatError, container_runner
 
-__all__ = ["ReleaseConstantsError", "release_so", "share_release_constants"]
+__all__ = ["ReleaseConstantsError", "release_constant_digests", "release_so", "share_release_constants"]
 
 
 class ReleaseConstantsError(RuntimeError):
@@ -56,10 +60,10 @@ def _runner(so_path: str, device_type: str, device_index: int | None) -> Any:
         raise ReleaseConstantsError(str(exc)) from None
 
 
-def share_release_constants(twin: Any, package_path: str, model_name: str, device_type: str, device_index: int | None) -> dict[str, Any]:
-    """Load the release model's constants (from ``package_path``) into ``twin`` (torch's
-    ``AOTICompiledModel``). Returns ``{"seconds", "constants"}``; raises ReleaseConstantsError."""
-    started = time.monotonic()
+@contextlib.contextmanager
+def _release_constants(package_path: str, model_name: str, device_type: str, device_index: int | None) -> Iterator[dict[str, Any]]:
+    """The release model's constants by their original names, read through torch's container
+    runner from a copy of its .so; the copy is removed on the way out."""
     folder = tempfile.mkdtemp(prefix="runtime-probe-release-so-")
     try:
         so_path = release_so(package_path, model_name, folder)
@@ -68,12 +72,43 @@ def share_release_constants(twin: Any, package_path: str, model_name: str, devic
             constants = runner.extract_constants_map(False)
         except (RuntimeError, TypeError, AttributeError, OSError) as exc:
             raise ReleaseConstantsError(f"the release model's constants could not be read: {str(exc)[:300]}") from None
+        del runner
+        yield constants
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def share_release_constants(twin: Any, package_path: str, model_name: str, device_type: str, device_index: int | None) -> dict[str, Any]:
+    """Load the release model's constants (from ``package_path``) into ``twin`` (torch's
+    ``AOTICompiledModel``). Returns ``{"seconds", "constants"}``; raises ReleaseConstantsError."""
+    started = time.monotonic()
+    with _release_constants(package_path, model_name, device_type, device_index) as constants:
         try:
             twin.load_constants(constants, check_full_update=True)
         except (RuntimeError, TypeError) as exc:
             raise ReleaseConstantsError(f"the twin did not take the release model's constants: {str(exc)[:300]}") from None
         count = len(constants)
-        del constants, runner  # the twin holds its own copies now
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        del constants  # the twin holds its own copies now
     return {"seconds": round(time.monotonic() - started, 4), "constants": count}
+
+
+def release_constant_digests(
+    package_path: str, model_name: str, names: Iterable[str], device_type: str, device_index: int | None
+) -> dict[str, dict[str, Any]]:
+    """``{name: {"sha256", "dtype", "shape"}}`` of the named constants as the release model holds
+    them (the manifest's hash: the row-major little-endian bytes a safetensors file stores). The
+    build uses it to pair a constant the compiler renamed with the program's (an attribute
+    ``offset`` becomes ``_tensor_constant0``): by value, not by guess. Names the model lacks are left
+    out. Raises ReleaseConstantsError."""
+    wanted = set(names)
+    out: dict[str, dict[str, Any]] = {}
+    with _release_constants(package_path, model_name, device_type, device_index) as constants:
+        for name, t in constants.items():
+            if name in wanted:
+                plain = t.detach().to("cpu")
+                out[name] = {
+                    "sha256": hashlib.sha256(tensor_bytes(plain)).hexdigest(),
+                    "dtype": str(plain.dtype).replace("torch.", ""),
+                    "shape": [int(n) for n in plain.shape],
+                }
+    return out

@@ -45,7 +45,7 @@ def constant_problems(
     (``refuse_inlined``), since the caller expects it to take effect.
     """
     findings: list[Finding] = []
-    wanted = {c.fqn: c for c in constants if c.storage == "package"}
+    wanted = {c.loaded_name: c for c in constants if c.storage == "package"}
     inlined = {c.fqn for c in constants if c.storage != "package"}
     if full:
         for fqn in sorted(set(wanted) - set(given)):
@@ -138,7 +138,7 @@ def check_weights(path: str, constants: Sequence[ConstantSpec]) -> WeightsCheck:
             )
         )
         return result
-    wanted = {c.fqn: c for c in constants if c.storage == "package"}
+    wanted = {c.loaded_name: c for c in constants if c.storage == "package"}
     given = {name: (t.torch_dtype_name, tuple(t.shape)) for name, t in header.tensors.items()}
     result.findings += constant_problems(given, constants, source="the weights file")
     result.names = sorted(set(wanted) & set(header.tensors))
@@ -148,7 +148,7 @@ def check_weights(path: str, constants: Sequence[ConstantSpec]) -> WeightsCheck:
 
 
 def _same_bytes(path: str, header: _safetensors.Header, c: ConstantSpec) -> bool:
-    t = header.tensors[c.fqn]
+    t = header.tensors[c.loaded_name]
     size = t.end - t.begin
     return size == c.nbytes and _sha256_of(path, header.data_start + t.begin, size) == c.sha256
 

@@ -239,7 +239,7 @@ def _compare_constants(m: Manifest | None, loaded: list[str] | None) -> tuple[li
     findings: list[Finding] = []
     detail: dict[str, Any] = {}
     if m is not None and loaded is not None:
-        expected = {c.fqn for c in m.package_constants()}
+        expected = {c.loaded_name for c in m.package_constants()}
         for fqn in sorted(expected - set(loaded)):
             findings.append(
                 error(

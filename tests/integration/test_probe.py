@@ -259,3 +259,46 @@ def test_copy_keeps_passing(example_pkg: Built, tmp_path: Path) -> None:
     shutil.copy(example_pkg.path, copy)
     proc, _ = probe_json(copy, tmp_path, "--fast")
     assert proc.returncode == 0
+
+
+def test_a_constant_the_compiler_renamed_is_paired_by_value_and_the_probe_passes(buffers_pkg: Built, tmp_path: Path) -> None:
+    """The model's plain tensor attribute is ``offset`` to torch.export and ``_tensor_constant0`` to
+    the compiled package. The manifest used to list only ``offset``: the probe refused a correct
+    package with ``constants.unexpected '_tensor_constant0'``."""
+    from .test_build import manifest_of
+
+    m = manifest_of(buffers_pkg.path)
+    offset = next(c for c in m.constants if c.fqn == "offset")
+    assert (offset.runtime_fqn, offset.storage, offset.loaded_name) == ("_tensor_constant0", "package", "_tensor_constant0")
+    assert buffers_pkg.report is not None
+    validate = next(p for p in buffers_pkg.report["phases"] if p["name"] == "validate")
+    assert validate["detail"]["constant_names"] == {"renamed": {"offset": "_tensor_constant0"}, "unpaired": [], "ambiguous": []}
+    proc, report = probe_json(buffers_pkg.path, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert status(report)["constants"] == "passed" and status(report)["golden"] == "passed"
+    assert "constants.unexpected" not in codes(report)
+
+
+def test_weights_for_a_renamed_constant_go_by_the_name_the_package_lists(buffers_pkg: Built, tmp_path: Path) -> None:
+    """A weights file holds what ``get_constant_fqns`` lists and ``load_constants`` takes: the
+    package's name of a renamed constant; the program's name is refused as not a constant."""
+    import torch
+    from safetensors.torch import save_file
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import models
+
+    sys.path.pop(0)
+    model = models.buffers().model
+    sd = {"lin.weight": model.lin.weight, "lin.bias": model.lin.bias, "running": model.running, "table": model.table}
+    good = {**sd, "_tensor_constant0": model.offset}
+    save_file({k: v.detach().clone().contiguous() for k, v in good.items()}, str(tmp_path / "good.safetensors"))
+    proc, report = probe_json(buffers_pkg.path, tmp_path, "--weights", str(tmp_path / "good.safetensors"))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert status(report)["constants"] == "passed"
+    weights = next(p for p in report["phases"] if p["name"] == "constants")["detail"]["weights"]
+    assert weights["tensors"] == 5 and weights["same_as_build"] is True  # the factory is seeded: the build's bytes
+    by_program_name = {**sd, "offset": torch.zeros(12)}
+    save_file({k: v.detach().clone().contiguous() for k, v in by_program_name.items()}, str(tmp_path / "bad.safetensors"))
+    proc, report = probe_json(buffers_pkg.path, tmp_path, "--weights", str(tmp_path / "bad.safetensors"))
+    assert proc.returncode == 1 and {"constants.missing"} <= codes(report), proc.stdout[-2000:]

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from aoti_guard.builder import resources
 from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder.constant_names import ConstantNames, pair_renamed, program_tensors, tensor_digest
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import diagnose
@@ -206,6 +207,7 @@ class Validation:
     margins: list[dict[str, Any]] = field(default_factory=list)  # per output: the worst error against its tolerance
     eager_repeat: dict[str, Any] | None = None  # eager's example outputs from export vs from validation
     stages: list[dict[str, Any]] | None = None  # the stage bisection's rows, when compiled differed from eager
+    constant_names: ConstantNames = field(default_factory=ConstantNames)  # program constants the compiler renamed
 
 
 def example_leaves(ep: Any) -> list[Any]:
@@ -259,9 +261,10 @@ def _torch_in_child(run: ChildRun, facts: dict[str, Any]) -> Finding | None:
     )
 
 
-def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt2: str, facts: dict[str, Any]) -> None:
+def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt2: str, facts: dict[str, Any]) -> list[str] | None:
     """The release model loaded in the child (with the program's own weights when the package
-    carries none). Raises ChildFailure."""
+    carries none). Returns the constant names it lists when it holds its own weights (None when
+    they came from here, or the runtime cannot list them). Raises ChildFailure."""
     loaded = run.worker.request(
         "load", run.timeout, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=run.device_index
     )
@@ -272,6 +275,42 @@ def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt
         weights_path = os.path.join(run.out_dir, "weights.safetensors")
         _safetensors.dump({k: v.detach().to("cpu") for k, v in weights.items()}, weights_path)
         run.worker.request("load_weights", run.timeout, key="release", weights_path=weights_path, device=run.device, names=sorted(weights))
+        return None
+    fqns = loaded.get("constant_fqns")
+    return [str(n) for n in fqns] if isinstance(fqns, list) else None
+
+
+def _constant_names(run: ChildRun, ep: Any, release_pt2: str, loaded: list[str]) -> tuple[ConstantNames, list[Finding]]:
+    """The package's names for the program's constants (constant_names.py): the compiled model's
+    own bytes, read in the child, pair a constant the compiler renamed."""
+    tensors = program_tensors(ep)
+
+    def package_digests(names: list[str]) -> Mapping[str, Any]:
+        device_type = run.device.split(":", 1)[0]
+        reply = run.worker.request(
+            "constant_digests",
+            run.timeout,
+            path=release_pt2,
+            names=names,
+            model_name=layout.RELEASE_MODEL,
+            device_type=device_type,
+            device_index=run.device_index,
+        )
+        return dict(reply.get("digests") or {})
+
+    try:
+        names = pair_renamed(sorted(tensors), loaded, lambda fqn: tensor_digest(tensors[fqn]), package_digests)
+    except ChildFailure as exc:
+        return ConstantNames(), [
+            warning(
+                "build.constants_unnamed",
+                PHASE,
+                f"the package lists constants the program does not name ({', '.join(sorted(set(loaded) - set(tensors)))[:200]}), "
+                f"and reading their values to pair them failed: {str(exc)[:200]}",
+                hint="the manifest records the program's names; a probe will report the package's as unexpected",
+            )
+        ]
+    return names, []
 
 
 class SampleSteps(Protocol):
@@ -477,7 +516,7 @@ def run_validation(
             out.findings.append(broken)
             return out
         try:
-            _load_release(run, ep, configs, release_pt2, facts)
+            loaded = _load_release(run, ep, configs, release_pt2, facts)
         except ChildFailure as exc:
             out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
             if isinstance(exc, ChildCrashed):
@@ -507,6 +546,11 @@ def run_validation(
         if reference is not None:
             out.reference, ref_findings = reference.finish()
             out.findings += ref_findings
+        if loaded is not None and not steps.child_gone:
+            out.constant_names, naming = _constant_names(run, ep, release_pt2, loaded)
+            out.findings += naming
+            for fqn, name in sorted(out.constant_names.renamed.items()):
+                note(f"constant {fqn} is {name} in the package (the same bytes)")
         if twin_pt2 is not None and not steps.child_failures:
             note("running the debug twin")
             _free_cached_gpu_memory(options.device)  # the comparisons' copies, before the child runs the twin

@@ -1,0 +1,74 @@
+"""Pairing the program's constants with the package's names by value (builder/constant_names.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aoti_guard.builder.constant_names import pair_renamed
+
+
+def _d(sha: str, shape: tuple[int, ...] = (12,), dtype: str = "float32") -> dict[str, Any]:
+    return {"sha256": sha, "dtype": dtype, "shape": list(shape)}
+
+
+def test_nothing_is_hashed_when_every_package_name_is_the_programs() -> None:
+    def never(*_: Any) -> Any:
+        raise AssertionError("hashed without need")
+
+    names = pair_renamed(["lin.weight", "offset"], ["lin.weight"], never, never)  # offset inlined: no leftover in the package
+    assert (names.renamed, names.unpaired, names.ambiguous) == ({}, {}, [])
+
+
+def test_a_renamed_constant_is_paired_by_its_bytes_not_its_shape() -> None:
+    program = {"w": _d("a"), "offset": _d("b"), "scale": _d("c")}  # offset and scale: same dtype and shape
+    package = {"_tensor_constant0": _d("c"), "_tensor_constant1": _d("b")}
+    asked: list[list[str]] = []
+
+    def read(names: list[str]) -> dict[str, Any]:
+        asked.append(names)
+        return {n: package[n] for n in names}
+
+    names = pair_renamed(sorted(program), ["w", *package], program.__getitem__, read)
+    assert names.renamed == {"offset": "_tensor_constant1", "scale": "_tensor_constant0"}
+    assert asked == [["_tensor_constant0", "_tensor_constant1"]]  # only the package's leftovers are read
+    assert names.unpaired == {} and names.ambiguous == []
+
+
+def test_same_bytes_twice_is_left_unpaired_rather_than_guessed() -> None:
+    program = {"zeros_a": _d("z"), "zeros_b": _d("z")}
+    package = {"_tensor_constant0": _d("z"), "_tensor_constant1": _d("z")}
+    names = pair_renamed(sorted(program), list(package), program.__getitem__, lambda ns: {n: package[n] for n in ns})
+    assert names.renamed == {} and names.ambiguous == ["zeros_a", "zeros_b"]
+    assert set(names.unpaired) == set(package)  # the manifest still lists what the package holds
+
+
+def test_a_package_constant_no_program_value_matches_is_kept_under_its_own_name() -> None:
+    program = {"offset": _d("b")}
+    package = {"_tensor_constant0": _d("b", shape=(3, 4))}  # same bytes, another shape: not the same tensor
+    names = pair_renamed(["offset"], list(package), program.__getitem__, lambda ns: {n: package[n] for n in ns})
+    assert names.renamed == {} and names.unpaired == package
+
+
+def test_the_manifest_records_both_names_and_every_package_constant() -> None:
+    import torch
+
+    from aoti_guard.builder.contract import extract_constants
+
+    class WithOffset(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.offset = torch.full((4,), 0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.offset
+
+    ep = torch.export.export(WithOffset(), (torch.randn(2, 4),))
+    runtime = {"_tensor_constant0": "_tensor_constant0", "_extra": "_extra"}
+    specs = extract_constants(
+        ep, runtime, {"offset": "_tensor_constant0"}, {"_extra": {"sha256": "e", "dtype": "float16", "shape": [2, 3]}}
+    )
+    by_fqn = {c.fqn: c for c in specs}
+    assert by_fqn["offset"].loaded_name == "_tensor_constant0" and by_fqn["offset"].storage == "package"
+    assert (by_fqn["_extra"].nbytes, by_fqn["_extra"].runtime_fqn, by_fqn["_extra"].loaded_name) == (12, None, "_extra")
+    unnamed = extract_constants(ep, runtime)  # what every build recorded before: the program's name, "inlined"
+    assert unnamed[0].storage == "inlined" and unnamed[0].runtime_fqn is None
