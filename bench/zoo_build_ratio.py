@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+# by name; since 2026-11-25 debug_twin runs after validate and holds the twin's check (before: inside validate)
 PHASES = ("resolve", "export", "compile", "debug_twin", "validate", "package")
 PARTS = ("start-up", "export", "compile", "debug_twin", "validate", "package")
 

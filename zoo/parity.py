@@ -182,7 +182,10 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
             "at_max": c.get("max") is None or c.get("max") in tested,
         }
     table = detail.get("table") or []
-    twin = detail.get("twin")
+    # the twin's check: debug_twin.detail.check since it runs after validation (2026-11-25), before
+    # that validate.detail.twin; a string when it was not run
+    check = (_phase(report, "debug_twin").get("detail") or {}).get("check", detail.get("twin"))
+    twin = check if isinstance(check, dict) else None
 
     def worst(key: str) -> float | None:
         values = [row[key] for row in table if isinstance(row.get(key), (int, float))]
@@ -202,7 +205,7 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
             "max_abs_vs_release": twin.get("max_abs_vs_release"),
             "kernels": len(twin.get("kernels") or []),
             "weights": ((report.get("extra") or {}).get("manifest_summary") or {}).get("twin_weights"),
-            # per golden sample, inside validate (the non-finite baseline); builds before 2026-11-25 lack it
+            # per golden sample (the non-finite baseline); builds before 2026-11-25 lack it
             **({"seconds": twin["seconds"]} if twin.get("seconds") is not None else {}),
         },
         "symbols": symbols,

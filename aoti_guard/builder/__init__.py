@@ -1,3 +1,3 @@
-"""The build pipeline: ``pipeline.STEPS`` (resolve -> export -> compile -> debug_twin -> validate ->
+"""The build pipeline: ``pipeline.STEPS`` (resolve -> export -> compile -> validate -> debug_twin ->
 package) over a ``BuildState``; ``options`` is the leaf all steps import. One module per step's work.
 """

@@ -9,7 +9,7 @@ from typing import Any
 __all__ = ["PHASES", "BuildOptions", "ProgressFn"]
 
 ProgressFn = Callable[[str, str, float | None], None]  # (phase, "start" | status | message, seconds)
-PHASES = ("resolve", "export", "compile", "debug_twin", "validate", "package")  # + "minify" with --minify
+PHASES = ("resolve", "export", "compile", "validate", "debug_twin", "package")  # + "minify" with --minify
 
 
 @dataclass(frozen=True)

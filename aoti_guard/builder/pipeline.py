@@ -30,6 +30,7 @@ from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.resolve import FactoryError, resolve_target
 from aoti_guard.builder.validate import run as validate
+from aoti_guard.builder.validate import twin_check
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
@@ -452,12 +453,29 @@ def _twin_path(st: BuildState) -> str:
 
 
 def twin_step(st: BuildState) -> StepResult:
-    """The sanitized debug twin (NaN asserts + kernel-name printer); a failure only warns.
+    """The sanitized debug twin (the kernel value printer); a failure only warns.
 
-    Where it compiles is builder/twin.py's choice: in a child started with the release compile
-    (this step then waits for it), or here."""
+    Where it compiles is builder/twin.py's choice: in a child started with the release compile,
+    which validation overlaps (this step then waits for what is left of it), or here. Then it is
+    checked in validation's child (validate/twin_check.py): the example, the other samples'
+    non-finite baseline, and the release model's outputs to agree with."""
     if not st.options.debug_twin:
         return [], {"skipped": "--no-debug-twin"}
+    compiled, compile_detail = _twin_compiled(st)
+    findings, detail = list(compiled), dict(compile_detail or {})
+    if st.twin_pt2 is None or st.outcome is None:
+        return findings, detail
+    st.note("running the debug twin")
+    st.outcome.twin_info, checked = twin_check.check_twin(st.outcome, st.twin_pt2, st.release_pt2, st.options)
+    if st.outcome.twin_info is None:
+        detail["check"] = "not run: validation left no child with the release model loaded (see the validate phase)"
+    else:
+        detail["check"] = st.outcome.twin_info
+    return [*findings, *checked], detail
+
+
+def _twin_compiled(st: BuildState) -> StepResult:
+    """Wait for the twin's child, or compile the twin here; ``st.twin_pt2`` is set when it compiled."""
     os.makedirs(_twin_dir(st), exist_ok=True)
     child, st.twin_child = st.twin_child, None
     detail: dict[str, Any] = {"where": "this process, after the release model"}
@@ -513,7 +531,6 @@ def validate_step(st: BuildState) -> StepResult:
         st.work,
         st.worker,
         st.release_pt2,
-        st.twin_pt2,
         example_outputs=st.example_outputs,
         graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
         user_samples=st.user_samples,
@@ -524,7 +541,6 @@ def validate_step(st: BuildState) -> StepResult:
         "golden_storage": st.outcome.storage,  # per sample: stored full, compact (how), or dropped (why)
         "coverage": st.outcome.coverage,
         "timings": st.outcome.timings,
-        "twin": st.outcome.twin_info,
         "table": st.outcome.table,
         "margins": st.outcome.margins,
     }
@@ -584,8 +600,8 @@ STEPS: tuple[tuple[str, Callable[[BuildState], StepResult]], ...] = (
     ("resolve", resolve_step),
     ("export", export_step),
     ("compile", compile_step),
-    ("debug_twin", twin_step),
     ("validate", validate_step),
+    ("debug_twin", twin_step),
     ("package", package_step),
 )
 assert tuple(name for name, _ in STEPS) == PHASES

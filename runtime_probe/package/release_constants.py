@@ -72,8 +72,10 @@ def _release_constants(package_path: str, model_name: str, device_type: str, dev
             constants = runner.extract_constants_map(False)
         except (RuntimeError, TypeError, AttributeError, OSError) as exc:
             raise ReleaseConstantsError(f"the release model's constants could not be read: {str(exc)[:300]}") from None
-        del runner
+        # the runner stays alive while the caller reads: on CPU the tensors it hands out may be views
+        # of the constants inside its .so, gone with it (the twin then copied garbage)
         yield constants
+        del constants, runner
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

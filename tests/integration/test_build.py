@@ -35,9 +35,9 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     assert example_pkg.path.exists()
     report = example_pkg.report
     assert report is not None and report["schema_version"] == REPORT_SCHEMA_VERSION and report["kind"] == "build"
-    assert [p["name"] for p in report["phases"]] == ["resolve", "export", "compile", "debug_twin", "validate", "package"]
+    assert [p["name"] for p in report["phases"]] == ["resolve", "export", "compile", "validate", "debug_twin", "package"]
     assert all(p["status"] == "passed" for p in report["phases"])
-    for phase in ("export", "compile", "debug_twin", "validate", "package"):
+    for phase in ("export", "compile", "validate", "debug_twin", "package"):
         assert f"[{phase}] passed in" in example_pkg.stderr  # the one progress format (runtime_probe/progress.py)
     assert report["package"]["sha256"] and report["package"]["bytes"] == example_pkg.path.stat().st_size
     assert "Traceback" not in example_pkg.stderr

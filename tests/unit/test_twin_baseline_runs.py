@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from aoti_guard.builder.validate import run as validate_run
+from aoti_guard.builder.validate import twin_check
 from aoti_guard.builder.validate.child_run import ChildRun
 from runtime_probe.child.worker import ChildFailure
 from runtime_probe.formats import safetensors as _safetensors
@@ -59,7 +60,7 @@ def _run(worker: _Worker, out_dir: Path) -> ChildRun:
 def test_the_twins_baseline_runs_keep_their_outputs_in_the_child(tmp_path: Path) -> None:
     worker = _Worker()
     seconds: dict[str, float] = {}
-    runs = validate_run._twin_on_the_other_samples(_run(worker, tmp_path), seconds)
+    runs = twin_check._twin_on_the_other_samples(_run(worker, tmp_path), seconds)
     assert list(runs) == ["min", "max", "mid"] and list(seconds) == ["min", "max", "mid"]
     assert all(op == "run" and args["key"] == "twin" for op, args in worker.requests)
     assert [args for _, args in worker.requests if "save_path" in args] == []  # nothing written out to be read back
@@ -69,7 +70,7 @@ def test_the_twins_baseline_runs_keep_their_outputs_in_the_child(tmp_path: Path)
 
 def test_a_sample_the_twin_fails_on_ends_the_baseline_runs(tmp_path: Path) -> None:
     worker = _Worker(fail_on="max")
-    runs = validate_run._twin_on_the_other_samples(_run(worker, tmp_path), {})
+    runs = twin_check._twin_on_the_other_samples(_run(worker, tmp_path), {})
     assert list(runs) == ["min"]
     assert [args["sample"]["id"] for _, args in worker.requests] == ["min", "max"]
 

@@ -1,5 +1,5 @@
 """The build hands back the GPU memory its eager and float64 runs cached before the validation
-child runs the compiled model (aoti_guard/builder/validate/run.py, ``_free_cached_gpu_memory``)."""
+child runs the compiled model (aoti_guard/builder/validate/run.py, ``free_cached_gpu_memory``)."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def test_cached_gpu_memory_is_freed_only_on_an_initialized_gpu(
     calls: list[str] = []
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
-    run._free_cached_gpu_memory(device)
+    run.free_cached_gpu_memory(device)
     assert calls == (["empty_cache"] if freed else [])

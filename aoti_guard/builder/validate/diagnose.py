@@ -26,6 +26,7 @@ from runtime_probe.package.manifest import GoldenSample
 __all__ = ["build_compiler", "crash", "twin_nonfinite"]
 
 PHASE = "validate"
+TWIN_PHASE = "debug_twin"  # the twin is checked after validation, in its own step
 
 
 def build_compiler() -> str | None:
@@ -102,16 +103,23 @@ def twin_nonfinite(
             continue
         evidence = {**f.evidence, "stderr_tail": stderr[-2000:], "release_outputs_finite": not release_nonfinite}
         if f.severity.value != "error":
-            out.append(info("build.nonfinite", PHASE, f"the debug twin: {f.message}", hint=f.hint, evidence=evidence))
+            out.append(info("build.nonfinite", TWIN_PHASE, f"the debug twin: {f.message}", hint=f.hint, evidence=evidence))
         elif release_nonfinite:
             out.append(
-                error("build.nonfinite", PHASE, f"the debug twin's NaN asserts: {f.message}", found=f.found, hint=f.hint, evidence=evidence)
+                error(
+                    "build.nonfinite",
+                    TWIN_PHASE,
+                    f"the debug twin's NaN asserts: {f.message}",
+                    found=f.found,
+                    hint=f.hint,
+                    evidence=evidence,
+                )
             )
         else:
             out.append(
                 warning(
                     "build.nonfinite",
-                    PHASE,
+                    TWIN_PHASE,
                     f"the release model's outputs are finite and match eager, but the debug twin's NaN/Inf asserts stop at an "
                     f"intermediate value: {f.message}",
                     found=f.found,
@@ -144,7 +152,7 @@ def _printed(
         return [
             error(
                 "build.nonfinite",
-                PHASE,
+                TWIN_PHASE,
                 f"the debug twin: the first {first.kind} on golden sample example appears in {first.name}, {where}{past}",
                 found=f"{first.kind} in {first.name}",
                 hint=f"inspect {first.kernel or first.name} in the package's generated code (aoti-guard inspect) and the inputs "
@@ -163,7 +171,7 @@ def _printed(
     return [
         info(
             "build.nonfinite",
-            PHASE,
+            TWIN_PHASE,
             f"the release model's outputs are finite and match eager; inside it, the debug twin saw {len(baseline)} value(s) hold "
             f"NaN/Inf on the golden samples ({on}): {held}{more}",
             hint="an Inf inside the model is often intended (a -inf attention mask): the package records these as the twin's "

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aoti_guard.builder import resources
-from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.constant_names import ConstantNames, pair_renamed, program_tensors, tensor_digest
 from aoti_guard.builder.contract import spec_kwarg_order
 from aoti_guard.builder.options import BuildOptions
@@ -40,8 +39,6 @@ from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, 
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
-from runtime_probe.ladder import printer
-from runtime_probe.ladder.readers import kernel_trace
 from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract
 from runtime_probe.probe.options import ProbeOptions
 
@@ -53,7 +50,8 @@ __all__ = [
     "compiled_sample",
     "example_leaves",
     "failure_finding",
-    "run_twin",
+    "free_cached_gpu_memory",
+    "ran_sample",
     "run_validation",
     "validate_each",
 ]
@@ -105,90 +103,6 @@ def ran_sample(run: ChildRun, key: str, g: GoldenSample) -> ChildFailure | None:
     return None
 
 
-def kernel_names(stdout: str) -> list[str]:
-    """Kernel names the twin's printer announced (before_launch lines), in order, distinct."""
-    return list(dict.fromkeys(kernel_trace(stdout).launched))
-
-
-def _twin_on_the_other_samples(run: ChildRun, seconds: dict[str, float]) -> dict[str, list[printer.Print]]:
-    """The twin's printed values on every golden sample after the example: the non-finite
-    baseline is what any of them holds (a padded sample's mask may hold -inf where the example's
-    holds none). A sample the twin fails on adds nothing; the example's run already said why."""
-    out: dict[str, list[printer.Print]] = {}
-    for g in run.index:
-        if g.id == "example":
-            continue
-        mark, started = run.worker.stdout.total, time.perf_counter()
-        if ran_sample(run, "twin", g) is not None:
-            break
-        out[g.id] = printer.parse_prints(run.worker.stdout.since(mark))
-        seconds[g.id] = round(time.perf_counter() - started, 3)  # what the baseline costs the build (docs/benchmarks.md)
-    return out
-
-
-def run_twin(
-    run: ChildRun,
-    twin_path: str,
-    twin_model: str,
-    release: Sequence[Any] | None,
-    *,
-    release_nonfinite: bool = False,
-    constants_from: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Any], list[Finding]]:
-    """Load the twin and run the example sample: it must load, run, print kernel names and agree
-    with the release model (``release``: its outputs on the example); then the other golden
-    samples, for the non-finite baseline (``nonfinite`` in the result: what the probe's escalation
-    reads the twin's printed values against). A NaN it prints is an error naming buffer and kernel. ``constants_from`` (``{"path", "model_name"}``):
-    the twin has no weights of its own and is given that package model's first."""
-    load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
-    try:
-        run.worker.request(
-            "load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index, **load_args
-        )
-    except ChildFailure as exc:
-        f = failure_finding(exc, "loading the debug twin", "load")
-        hint = "the release model is unaffected; the probe will not be able to escalate to the twin"
-        return {}, [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence)]
-    out_mark, err_mark = run.worker.stdout.total, run.worker.stderr.total
-    example = next(g for g in run.index if g.id == "example")
-    started = time.perf_counter()
-    twin = compiled_sample(run, "twin", example)
-    seconds = {example.id: round(time.perf_counter() - started, 3)}
-    twin_failed = (
-        [failure_finding(twin, "running the compiled twin model on golden sample example", "run")] if isinstance(twin, ChildFailure) else []
-    )
-    printed, errors = run.worker.stdout.since(out_mark), run.worker.stderr.since(err_mark)
-    runs = {example.id: printer.parse_prints(printed)}
-    if not isinstance(twin, ChildFailure):
-        runs.update(_twin_on_the_other_samples(run, seconds))
-    baseline = printer.baseline(runs.values())
-    findings = diagnose.twin_nonfinite(
-        printed, errors, run.device.split(":", 1)[0], release_nonfinite=release_nonfinite, baseline=baseline, samples=list(runs)
-    )
-    if not any(f.code == "build.nonfinite" and f.severity.value in ("error", "warning") for f in findings):  # else: the assert is the why
-        hint = "the release model is unaffected"
-        findings += [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence) for f in twin_failed]
-    info_: dict[str, Any] = {"kernels": kernel_names(printed), "seconds": seconds}  # per sample, printing and parsing included
-    if any(runs.values()):  # a level-2 twin printed values: what the escalation reads them against
-        info_["nonfinite"] = {"samples": list(runs), "names": baseline}
-    if not isinstance(twin, ChildFailure) and release is not None:
-        diffs = []
-        for a, b in zip(twin, release):
-            if a is not None and b is not None and a.shape == b.shape and a.is_floating_point():
-                diffs.append(float((a.double() - b.double()).abs().nan_to_num(0.0).max().item()) if a.numel() else 0.0)
-        info_["max_abs_vs_release"] = max(diffs, default=0.0)
-    if not info_["kernels"] and not findings:
-        findings.append(
-            warning(
-                "build.twin_failed",
-                PHASE,
-                "the debug twin ran but printed no kernel names",
-                hint="this torch version may not support the intermediate-value printer for this device",
-            )
-        )
-    return info_, findings
-
-
 @dataclass
 class Validation:
     """What validation found and what the package will store."""
@@ -208,6 +122,12 @@ class Validation:
     eager_repeat: dict[str, Any] | None = None  # eager's example outputs from export vs from validation
     stages: list[dict[str, Any]] | None = None  # the stage bisection's rows, when compiled differed from eager
     constant_names: ConstantNames = field(default_factory=ConstantNames)  # program constants the compiler renamed
+    # For the debug_twin step, which runs after validation (so that validation overlaps the twin's
+    # compile): the child with the release model loaded, when no run failed in it; the release
+    # model's outputs on the example; whether validation saw a NaN/Inf in them.
+    child_run: ChildRun | None = None
+    release_example: list[Any] | None = None
+    release_nonfinite: bool = False
 
 
 def example_leaves(ep: Any) -> list[Any]:
@@ -420,7 +340,7 @@ class _Steps:
 
     def fp64(self, s: Sample) -> list[Any] | None:
         refs = self.fp64_reference.outputs(s) if self.fp64_reference is not None else None
-        _free_cached_gpu_memory(self.options.device)  # the references' memory, before the child runs the sample
+        free_cached_gpu_memory(self.options.device)  # the references' memory, before the child runs the sample
         return refs
 
     def compiled(self, s: Sample) -> list[Any] | None:
@@ -468,7 +388,6 @@ def run_validation(
     work: str,
     worker: Worker,
     release_pt2: str,
-    twin_pt2: str | None,
     *,
     example_outputs: Any = None,
     graph_causes: Sequence[str] = (),
@@ -507,7 +426,7 @@ def run_validation(
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
     run = ChildRun(worker, inputs_path, index, contract, options.device, device_index, work, options.timeout_s)
     fp64 = Float64Reference(eager_fn, contract, options.device, samples[0]) if options.fp64_reference else None
-    _free_cached_gpu_memory(options.device)
+    free_cached_gpu_memory(options.device)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
     with reference_onnx.reference(ep, work, inputs_path, index, contract, options, note) as reference:
         facts: dict[str, Any] = {}
@@ -551,16 +470,9 @@ def run_validation(
             out.findings += naming
             for fqn, name in sorted(out.constant_names.renamed.items()):
                 note(f"constant {fqn} is {name} in the package (the same bytes)")
-        if twin_pt2 is not None and not steps.child_failures:
-            note("running the debug twin")
-            _free_cached_gpu_memory(options.device)  # the comparisons' copies, before the child runs the twin
-            nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-            shares = twin_mod.weights(options.twin_weights, options.device) == "release"
-            shared = {"path": release_pt2, "model_name": layout.RELEASE_MODEL} if shares else None
-            out.twin_info, twin_findings = run_twin(
-                run, twin_pt2, layout.TWIN_MODEL, steps.release_example, release_nonfinite=nonfinite, constants_from=shared
-            )
-            out.findings += twin_findings
+        if not steps.child_failures:  # the debug_twin step checks the twin in the same child (twin_check.py)
+            out.child_run, out.release_example = run, steps.release_example
+            out.release_nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
         payload = steps.store.payload(out.tolerances)
         if payload is not None:
             out.golden_bytes, out.index, out.compact = payload
@@ -571,7 +483,7 @@ def run_validation(
         return out
 
 
-def _free_cached_gpu_memory(device: str) -> None:
+def free_cached_gpu_memory(device: str) -> None:
     """Hand back the GPU memory this process cached for the eager and float64 runs.
 
     The compiled model runs in the validation child, a process of its own: memory that torch's
