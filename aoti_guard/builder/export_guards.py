@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aoti_guard.builder.contract import spec_kwarg_order
+from aoti_guard.builder.guard_bounds import holds_on_ranges
 from aoti_guard.builder.validate.golden import planned_assignments, satisfy_guards
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.formats import symexpr as _symexpr
@@ -422,7 +423,8 @@ class _World:
 
     def implied(self, tr: Translation) -> bool:
         """Whether the guard holds for every size the user declared: proven by sympy over the
-        ranges' lower bounds, or checked at every point of small bounded ranges."""
+        ranges' lower bounds, by interval arithmetic over the ranges (guard_bounds.py), or checked
+        at every point of small bounded ranges."""
         import sympy
 
         try:
@@ -445,6 +447,8 @@ class _World:
         except (TypeError, ValueError, RecursionError):
             pass
         spans = [self.bounds(v) for v in variables]
+        if holds_on_ranges(cond, dict(zip(variables, spans))):  # bounds carried through Max, Mod, floor
+            return True
         if any(hi is None for _, hi in spans):
             return False
         total = 1

@@ -377,3 +377,48 @@ def test_make_samples_satisfies_accepted_guards_and_says_so() -> None:
     assert gaps
     table, exempt = coverage(m.io, samples, guards_accepted=True)
     assert exempt == [] and table["h"]["restricted_by"] == ["h*w must equal 64"]
+
+
+class _PaddedTo8(torch.nn.Module):
+    """The guard a transformers decoder with a cache gets on CUDA (GPU zoo, llama_cache at full
+    size): ``seq*max(1, 8 + past + seq - (past + seq) % 8) > 1``, true at every declared size."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0] + y.shape[0]
+        width = max(1, 8 + n - n % 8)
+        if x.shape[0] * width > self.threshold:
+            return x.sum() + torch.zeros(width).sum() + y.sum()
+        return x.sum()
+
+
+def test_a_guard_over_max_and_mod_on_wide_ranges_is_proven_by_its_bounds() -> None:
+    """512 x 512 sizes are too many to try one by one and sympy cannot simplify Max over Mod: the
+    build refused llama_cache on the H100 with build.export_specialized for a guard every size
+    satisfies. The bounds decide it (the Mod is 0..7, so the width is at least 3)."""
+    dynamic = {"x": {0: Dim("seq", min=1, max=512)}, "y": {0: Dim("past", min=1, max=512)}}
+    args = (torch.randn(5), torch.randn(7))
+    _, implied = _judge(_PaddedTo8(1), args, dynamic)
+    assert implied.guards == () and not implied.failed and len(implied.detail["guards_implied_by_ranges"]) == 1
+    _, real = _judge(_PaddedTo8(20), args, dynamic)  # seq=1, past=1: 1*8 > 20 is false: a real guard
+    (guard,) = real.guards
+    assert real.failed and "% 8" in guard.text
+
+
+def test_interval_bounds_prove_only_what_holds() -> None:
+    import sympy
+
+    from aoti_guard.builder.guard_bounds import holds_on_ranges
+
+    seq, past, w = sympy.symbols("seq past w", integer=True)
+    padded = seq * sympy.Max(1, 8 + past + seq - sympy.Mod(past + seq, 8))
+    assert holds_on_ranges(sympy.Gt(padded, 1), {seq: (1, 256), past: (1, 256)})
+    assert not holds_on_ranges(sympy.Gt(padded, 8), {seq: (1, 256), past: (1, 256)})  # seq=1, past=1 gives 8
+    assert holds_on_ranges(sympy.Le(seq, 256), {seq: (1, 256)}) and not holds_on_ranges(sympy.Le(seq, 255), {seq: (1, 256)})
+    assert not holds_on_ranges(sympy.Le(seq, 10**9), {seq: (1, None)})  # no upper bound: never proven
+    assert holds_on_ranges(sympy.Ge(sympy.floor(w / 16), 1), {w: (16, 512)})
+    assert not holds_on_ranges(sympy.Ge(sympy.floor(w / 16), 1), {w: (15, 512)})
+    assert not holds_on_ranges(sympy.Eq(sympy.Mod(seq, past), 0), {seq: (1, 9), past: (1, 9)})  # a symbolic modulus: unknown
