@@ -16,13 +16,14 @@ against golden outputs, and a model in training mode is not the model to serve.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe.findings import Finding, error
+from runtime_probe.findings import Finding, error, warning
 
-__all__ = ["GraphState", "RandomOp", "causes", "findings", "scan"]
+__all__ = ["GraphState", "RandomOp", "Repeat", "causes", "findings", "repeat", "scan"]
 
 PHASE = "export"
 # Dropout-like ops that are random only when their ``train`` argument (index 2) is true.
@@ -52,6 +53,41 @@ class GraphState:
     @property
     def clean(self) -> bool:
         return not (self.random_ops or self.mutated_buffers or self.batch_norm_training)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Two eager calls on the example inputs, compared leaf by leaf, bit for bit (NaN equals NaN)."""
+
+    differs: bool
+    max_abs: float  # the largest |first - second| over the float leaves (inf where only one is NaN)
+    output: str | None  # the first leaf that differs, by its index in the output's leaves
+
+
+def repeat(first: Any, second: Any) -> Repeat:
+    """Whether two calls' outputs differ: the evidence ``build.nondeterministic`` states."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    a, b = pytree.tree_leaves(first), pytree.tree_leaves(second)
+    if len(a) != len(b):
+        return Repeat(True, math.inf, None)
+    worst, where = 0.0, None
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            if x != y and where is None:
+                worst, where = math.inf, f"leaf {i}"
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return Repeat(True, math.inf, f"leaf {i}")
+        same = (x == y) | (x.isnan() & y.isnan()) if x.is_floating_point() else x == y
+        if bool(same.all()):
+            continue
+        gap = float((x.double() - y.double()).abs().nan_to_num(math.inf).max()) if x.is_floating_point() else math.inf
+        if where is None:
+            where = f"leaf {i}"
+        worst = max(worst, gap)
+    return Repeat(where is not None, worst, where)
 
 
 def _module_of(node: Any) -> tuple[str, str]:
@@ -102,7 +138,7 @@ def scan(ep: Any, model: Any = None) -> GraphState:
             continue
         name = _op_name(node.target)
         module, kind = _module_of(node)
-        if name in _TRAIN_ARG:
+        if name.rstrip("_") in _TRAIN_ARG:  # dropout_ too: torchvision's in-place Dropout, train=False in eval
             if _literal(node, 2, "train") is True:
                 random_ops.append(RandomOp(str(node.target), module, kind, training=True))
         elif seeded is not None and seeded in node.target.tags and _draws(node):
@@ -160,41 +196,68 @@ def causes(state: GraphState) -> list[str]:
     return [*_random_parts(state), *_state_parts(state)]
 
 
-def findings(state: GraphState, *, root_training: bool) -> list[Finding]:
+def findings(state: GraphState, *, root_training: bool, repeated: Repeat | None = None) -> list[Finding]:
     """``build.nondeterministic`` for random ops, ``build.stateful_model`` for buffers updated in
-    place (training-mode BatchNorm included); none for a clean graph."""
+    place (training-mode BatchNorm included); none for a clean graph.
+
+    ``repeated``: two eager calls on the example compared (``repeat``). A random op is an error
+    when they differ, or when they were not compared; when they were and are identical, the draw
+    does not reach the outputs on that input (transformers' Wav2Vec2 draws its LayerDrop number in
+    eval mode too, and uses it only in training): a warning, and the build goes on."""
     out: list[Finding] = []
     eval_hint = "call model.eval() in the factory before returning the model" if root_training else None
     if state.random_ops:
         dropout = [r for r in state.random_ops if r.training]
         other = [r for r in state.random_ops if not r.training]
         parts = _random_parts(state)
-        hint = (
-            (eval_hint + " (Dropout is active in training mode)" if dropout and eval_hint else "")
-            + ("; " if dropout and eval_hint and other else "")
-            + (
-                "a random op in forward makes every call differ: the package cannot be validated against golden outputs; "
-                "draw the noise outside the model (pass it as an input) or remove it"
-                if other
+        evidence = {
+            "random_ops": [
+                {"op": r.op, "module": r.module, "module_type": r.module_type, "training": r.training} for r in state.random_ops
+            ],
+            "training_modules": list(state.training_modules),
+        }
+        if repeated is not None:
+            evidence["two_calls"] = {"differ": repeated.differs, "max_abs": repeated.max_abs, "output": repeated.output}
+        if repeated is not None and not repeated.differs:
+            out.append(
+                warning(
+                    "build.nondeterministic",
+                    PHASE,
+                    "the model's forward draws random numbers: " + "; ".join(parts) + ", but two calls on the example gave "
+                    "identical outputs: the draws do not reach the outputs on that input",
+                    found="; ".join(parts),
+                    hint="if they can on other inputs, validation's comparison with eager will show it; draws that never "
+                    "matter are best removed (or made only in training mode)",
+                    evidence=evidence,
+                )
+            )
+        else:
+            hint = (
+                (eval_hint + " (Dropout is active in training mode)" if dropout and eval_hint else "")
+                + ("; " if dropout and eval_hint and other else "")
+                + (
+                    "a random op in forward makes every call differ: the package cannot be validated against golden outputs; "
+                    "draw the noise outside the model (pass it as an input) or remove it"
+                    if other
+                    else ""
+                )
+            )
+            seen = (
+                f": two calls on the example gave different outputs (max |first - second| {repeated.max_abs:.3g}, {repeated.output})"
+                if repeated is not None
                 else ""
             )
-        )
-        out.append(
-            error(
-                "build.nondeterministic",
-                PHASE,
-                "the model's forward draws random numbers: " + "; ".join(parts) + ": two calls on one input give different outputs",
-                expected="a deterministic forward (eval mode, no random ops)",
-                found="; ".join(parts),
-                hint=hint or "remove the random op from forward",
-                evidence={
-                    "random_ops": [
-                        {"op": r.op, "module": r.module, "module_type": r.module_type, "training": r.training} for r in state.random_ops
-                    ],
-                    "training_modules": list(state.training_modules),
-                },
+            out.append(
+                error(
+                    "build.nondeterministic",
+                    PHASE,
+                    "the model's forward draws random numbers: " + "; ".join(parts) + seen,
+                    expected="a deterministic forward (eval mode, no random ops)",
+                    found="; ".join(parts),
+                    hint=hint or "remove the random op from forward",
+                    evidence=evidence,
+                )
             )
-        )
     if state.mutated_buffers or state.batch_norm_training:
         parts = _state_parts(state)
         hint = (

@@ -343,7 +343,9 @@ def export_step(st: BuildState) -> StepResult:
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
     training = not st.is_program and bool(getattr(spec.model, "training", False))
-    return [*determinism.findings(st.graph_state, root_training=training), *guards.findings], {
+    # a random op in the graph: whether its draws reach the outputs, from a second eager call
+    repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
+    return [*determinism.findings(st.graph_state, root_training=training, repeated=repeated), *guards.findings], {
         "inputs": [i.name for i in st.contract.inputs],
         "outputs": [o.name for o in st.contract.outputs],
         "symbols": {s.name: [s.min, s.max] for s in st.contract.symbols},
