@@ -72,3 +72,33 @@ def test_the_manifest_records_both_names_and_every_package_constant() -> None:
     assert (by_fqn["_extra"].nbytes, by_fqn["_extra"].runtime_fqn, by_fqn["_extra"].loaded_name) == (12, None, "_extra")
     unnamed = extract_constants(ep, runtime)  # what every build recorded before: the program's name, "inlined"
     assert unnamed[0].storage == "inlined" and unnamed[0].runtime_fqn is None
+
+
+def test_a_failed_read_of_the_packages_values_is_a_warning_naming_the_constants(tmp_path: Any) -> None:
+    """The validation child could not read the compiled model's values: the build says which
+    names stay unpaired and what a probe will then report, and goes on."""
+    import torch
+
+    from aoti_guard.builder.validate import run as validate_run
+    from aoti_guard.builder.validate.child_run import ChildRun
+    from runtime_probe.child.worker import ChildFailure
+    from runtime_probe.package.manifest import IOContract
+
+    class _Worker:
+        def request(self, op: str, timeout: float, **args: Any) -> Any:
+            assert op == "constant_digests" and args["names"] == ["_tensor_constant0"]
+            raise ChildFailure("constant_digests", "", "the runner failed", 0.1, returncode=1)
+
+    class _Program(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.offset = torch.full((4,), 0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.offset
+
+    ep = torch.export.export(_Program(), (torch.randn(2, 4),))
+    run = ChildRun(_Worker(), "g.safetensors", [], IOContract((), (), (), ()), "cpu", None, str(tmp_path), 5.0)  # type: ignore[arg-type]
+    names, findings = validate_run._constant_names(run, ep, "release.pt2", ["_tensor_constant0"])
+    assert names.renamed == {} and [(f.code, f.severity.value) for f in findings] == [("build.constants_unnamed", "warning")]
+    assert "_tensor_constant0" in findings[0].message
