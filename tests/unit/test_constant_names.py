@@ -11,6 +11,21 @@ def _d(sha: str, shape: tuple[int, ...] = (12,), dtype: str = "float32") -> dict
     return {"sha256": sha, "dtype": dtype, "shape": list(shape)}
 
 
+def _with_offset() -> Any:
+    """An exported program with a plain tensor attribute: ``offset`` to export, renamed by Inductor."""
+    import torch
+
+    class WithOffset(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.offset = torch.full((4,), 0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.offset
+
+    return torch.export.export(WithOffset(), (torch.randn(2, 4),))
+
+
 def test_nothing_is_hashed_when_every_package_name_is_the_programs() -> None:
     def never(*_: Any) -> Any:
         raise AssertionError("hashed without need")
@@ -50,19 +65,10 @@ def test_a_package_constant_no_program_value_matches_is_kept_under_its_own_name(
 
 
 def test_the_manifest_records_both_names_and_every_package_constant() -> None:
-    import torch
 
     from aoti_guard.builder.contract import extract_constants
 
-    class WithOffset(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.offset = torch.full((4,), 0.5)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x + self.offset
-
-    ep = torch.export.export(WithOffset(), (torch.randn(2, 4),))
+    ep = _with_offset()
     runtime = {"_tensor_constant0": "_tensor_constant0", "_extra": "_extra"}
     specs = extract_constants(
         ep, runtime, {"offset": "_tensor_constant0"}, {"_extra": {"sha256": "e", "dtype": "float16", "shape": [2, 3]}}
@@ -77,7 +83,6 @@ def test_the_manifest_records_both_names_and_every_package_constant() -> None:
 def test_a_failed_read_of_the_packages_values_is_a_warning_naming_the_constants(tmp_path: Any) -> None:
     """The validation child could not read the compiled model's values: the build says which
     names stay unpaired and what a probe will then report, and goes on."""
-    import torch
 
     from aoti_guard.builder.validate import run as validate_run
     from aoti_guard.builder.validate.child_run import ChildRun
@@ -89,15 +94,7 @@ def test_a_failed_read_of_the_packages_values_is_a_warning_naming_the_constants(
             assert op == "constant_digests" and args["names"] == ["_tensor_constant0"]
             raise ChildFailure("constant_digests", "", "the runner failed", 0.1, returncode=1)
 
-    class _Program(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.offset = torch.full((4,), 0.5)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x + self.offset
-
-    ep = torch.export.export(_Program(), (torch.randn(2, 4),))
+    ep = _with_offset()
     run = ChildRun(_Worker(), "g.safetensors", [], IOContract((), (), (), ()), "cpu", None, str(tmp_path), 5.0)  # type: ignore[arg-type]
     names, findings = validate_run._constant_names(run, ep, "release.pt2", ["_tensor_constant0"])
     assert names.renamed == {} and [(f.code, f.severity.value) for f in findings] == [("build.constants_unnamed", "warning")]
