@@ -21,10 +21,14 @@ from runtime_probe.findings import Severity
 from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
 from runtime_probe.package.manifest import (
     MAX_MANIFEST_BYTES,
+    CompactSample,
     Dim,
+    GoldenSample,
+    InputRecipe,
     InputSpec,
     Manifest,
     ManifestError,
+    OutputDigest,
     OutputSpec,
     TensorSpec,
     TwinInfo,
@@ -277,23 +281,31 @@ def _build_check(m: Manifest) -> dict[str, str | None]:
 
 
 def _golden(a: Manifest, b: Manifest) -> Iterator[Change]:
+    """Every golden sample the probe checks, whole or compact (since 1.5): added, removed, its
+    sizes, its form, its inputs, and for a compact one its recipes and output digests."""
     ga, gb = a.golden, b.golden
     if ga is None or gb is None:
         if (ga is None) != (gb is None):
             yield Change("golden", "samples", _samples_brief(a), _samples_brief(b))
         return
-    sa = {s.id: s for s in ga.samples}
-    sb = {s.id: s for s in gb.samples}
+    sa, sb = _all_samples(ga), _all_samples(gb)
 
     def brief(s: Any) -> str:
-        return _join(f"{k}={v}" for k, v in sorted(s.symbols.items())) if s.symbols else "static sizes"
+        sizes = _join(f"{k}={v}" for k, v in sorted(s.symbols.items())) if s.symbols else "static sizes"
+        return f"{sizes} ({'compact' if isinstance(s, CompactSample) else 'whole'})"
 
     yield from _keyed("golden", "sample", sa, sb, brief)
     for sid in [n for n in sa if n in sb]:
-        if sa[sid].symbols != sb[sid].symbols:
-            yield Change("golden", f"sample {sid} sizes", brief(sa[sid]), brief(sb[sid]))
-        if sorted(sa[sid].inputs) != sorted(sb[sid].inputs):
-            yield Change("golden", f"sample {sid} inputs", _join(sorted(sa[sid].inputs)), _join(sorted(sb[sid].inputs)))
+        x, y = sa[sid], sb[sid]
+        if x.symbols != y.symbols:
+            yield Change("golden", f"sample {sid} sizes", brief(x), brief(y))
+        if isinstance(x, CompactSample) != isinstance(y, CompactSample):
+            yield Change("golden", f"sample {sid} stored", _form(x), _form(y))
+            continue
+        if sorted(x.inputs) != sorted(y.inputs):
+            yield Change("golden", f"sample {sid} inputs", _join(sorted(x.inputs)), _join(sorted(y.inputs)))
+        if isinstance(x, CompactSample) and isinstance(y, CompactSample):
+            yield from _compact(sid, x, y)
     ha, hb = a.hashes.get(ga.entry), b.hashes.get(gb.entry)
     if ha != hb:
         yield Change("golden", "sample data (sha256)", (ha or "-")[:16], (hb or "-")[:16])
@@ -304,8 +316,37 @@ def _golden(a: Manifest, b: Manifest) -> Iterator[Change]:
     )
 
 
+def _all_samples(g: Any) -> dict[str, GoldenSample | CompactSample]:
+    out: dict[str, GoldenSample | CompactSample] = {s.id: s for s in g.samples}
+    out.update({c.id: c for c in (g.compact_samples or ())})
+    return out
+
+
+def _form(s: GoldenSample | CompactSample) -> str:
+    return "compact (recipes and output digests)" if isinstance(s, CompactSample) else "whole"
+
+
+def _compact(sid: str, a: CompactSample, b: CompactSample) -> Iterator[Change]:
+    """A compact sample's generated inputs (each recipe) and reference outputs (each digest)."""
+
+    def recipe(r: InputRecipe) -> str:
+        return f"{r.kind} {r.dtype}{list(r.shape)} seed {r.seed} sha256 {r.sha256[:16]}"
+
+    def digest(d: OutputDigest) -> str:
+        return f"{d.dtype}{list(d.shape)} sum {d.sum} min {d.min} max {d.max} non-finite {d.nonfinite}"
+
+    ra, rb = {r.input: r for r in a.recipes}, {r.input: r for r in b.recipes}
+    yield from _keyed("golden", f"sample {sid} recipe", ra, rb, recipe)
+    for name in [n for n in ra if n in rb and recipe(ra[n]) != recipe(rb[n])]:
+        yield Change("golden", f"sample {sid} recipe {name}", recipe(ra[name]), recipe(rb[name]))
+    da, db = {d.output: d for d in a.outputs}, {d.output: d for d in b.outputs}
+    yield from _keyed("golden", f"sample {sid} output", da, db, digest)
+    for name in [n for n in da if n in db and digest(da[n]) != digest(db[n])]:
+        yield Change("golden", f"sample {sid} output {name}", digest(da[name]), digest(db[name]))
+
+
 def _samples_brief(m: Manifest) -> str:
-    return "none" if m.golden is None else f"{len(m.golden.samples)} ({_join(s.id for s in m.golden.samples)})"
+    return "none" if m.golden is None else f"{len(_all_samples(m.golden))} ({_join(_all_samples(m.golden))})"
 
 
 def _target(m: Manifest) -> dict[str, str | None]:

@@ -5,6 +5,7 @@ generated inputs know attention masks (padded left and right) and ids."""
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from runtime_probe import layout
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION
 
-from .conftest import MODELS, Built, build_package
+from .conftest import MODELS, Built, build_package, run_cli
 from .test_probe import codes, probe_json, rewrite
 
 pytestmark = pytest.mark.integration
@@ -133,3 +134,13 @@ def test_the_zoo_guard_step_runs_the_compact_samples_too(tiny_cap_pkg: Built, tm
     bad = parity.guard_step("tinycap", str(rewrite(tiny_cap_pkg.path, tmp_path / "sum.pt2", off_sum)), str(tmp_path), timeout=300)
     assert not bad["ok"] and bad["samples"] == 4
     assert bad["error"].startswith("max (compact): output[0]") and "statistics out of tolerance: sum" in bad["error"], bad["error"]
+
+
+def test_diff_names_the_samples_a_tiny_cap_stored_compact(mixed_pkg: Built, tiny_cap_pkg: Built) -> None:
+    """The same model and flags but the cap: ``aoti-guard diff`` says which samples changed form
+    (it used to compare the whole samples alone, and never saw max and mid)."""
+    proc = run_cli("diff", str(mixed_pkg.path), str(tiny_cap_pkg.path))
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    for sid in ("max", "mid"):
+        assert re.search(rf"sample {sid} stored +whole -> compact \(recipes and output digests\)", proc.stdout), proc.stdout[-2000:]
+    assert "sample example stored" not in proc.stdout and "sample min stored" not in proc.stdout

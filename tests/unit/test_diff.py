@@ -62,7 +62,7 @@ def _constant(m: dict[str, Any], sha: str = "ab" * 32, shape: list[int] | None =
         (lambda m: m["golden"]["tolerances"][0].update(atol=0.185), ("tolerances", "output atol", "1e-05", "0.185")),
         (
             lambda m: m["golden"]["samples"].append({"id": "max", "inputs": {}, "outputs": {}, "symbols": {"batch": 64}}),
-            ("golden", "sample max", None, "batch=64"),
+            ("golden", "sample max", None, "batch=64 (whole)"),
         ),
         (lambda m: m["target"].update(march="x86-64-v3"), ("target", "-march", None, "x86-64-v3")),
         (lambda m: m["toolchain"].update(torch="2.14.0"), ("toolchain", "torch", "2.13.0", "2.14.0")),
@@ -71,6 +71,41 @@ def _constant(m: dict[str, Any], sha: str = "ab" * 32, shape: list[int] | None =
 )
 def test_one_difference_is_named(tmp_path: Path, edit: Callable[[dict[str, Any]], Any], expected: tuple[str, ...]) -> None:
     assert _pair(tmp_path, edit) == [expected]
+
+
+def _compact(m: dict[str, Any], *, seed: int = 7, out_sum: float = 12.5, whole: bool = False) -> None:
+    """A ``max`` sample over the cap: its input by recipe, its output by digest (schema 1.5)."""
+    recipe = {"input": "x", "kind": "pool", "dtype": "float32", "shape": [64, 4], "stride": [4, 1], "seed": seed,
+              "sha256": f"{seed:02d}" * 32, "pool": "pool.x"}  # fmt: skip
+    digest = {"output": "output", "dtype": "float32", "shape": [64, 4], "indices": "max.idx", "values": "max.val",
+              "nonfinite": 0, "sum": out_sum, "abs_sum": 30.0, "min": -1.0, "max": 1.0}  # fmt: skip
+    if whole:
+        m["golden"]["samples"].append(
+            {"id": "max", "inputs": {"x": "max.in.x"}, "outputs": {"output": "max.out"}, "symbols": {"batch": 64}}
+        )
+    else:
+        m["golden"]["compact_samples"] = [
+            {"id": "max", "symbols": {"batch": 64}, "origin": "generated", "inputs": {}, "recipes": [recipe], "outputs": [digest]}
+        ]
+
+
+def test_compact_samples_are_compared_like_whole_ones(tmp_path: Path) -> None:
+    """A sample over the cap is one the probe checks: the diff names it, its form, its recipes and
+    its output digests (before, it saw only the whole samples and called two packages the same)."""
+    (tmp_path / "added").mkdir()
+    assert _pair(tmp_path / "added", _compact) == [("golden", "sample max", None, "batch=64 (compact)")]
+
+    def changed(edit: Callable[[dict[str, Any]], Any]) -> list[tuple[str, str | None, str | None]]:
+        a = make_package(tmp_path / "c-a.pt2", edit=_compact)
+        b = make_package(tmp_path / f"c-{len(list(tmp_path.iterdir()))}.pt2", edit=edit)
+        return [(c.item, c.a, c.b) for c in diff_packages(str(a), str(b)).changes]
+
+    assert changed(lambda m: _compact(m, seed=8)) == [
+        ("sample max recipe x", "pool float32[64, 4] seed 7 sha256 0707070707070707", "pool float32[64, 4] seed 8 sha256 0808080808080808")
+    ]
+    [(item, before, after)] = changed(lambda m: _compact(m, out_sum=99.0))
+    assert item == "sample max output output" and "sum 12.5" in str(before) and "sum 99.0" in str(after)
+    assert changed(lambda m: _compact(m, whole=True)) == [("sample max stored", "compact (recipes and output digests)", "whole")]
 
 
 def test_constant_values_and_shapes(tmp_path: Path) -> None:
