@@ -118,6 +118,13 @@ def archive_phase(shared: Shared) -> Phase:
         with open(shared.golden_path, "wb") as fh:
             for chunk in archive.iter_chunks(shared.manifest.golden.entry):
                 fh.write(chunk)
+        if shared.options.verify_only and shared.manifest.golden.compact_samples:
+            # no golden phase follows: the compact samples' records (recipes against the contract
+            # and the recipe rules, their keys in the golden file) are checked here, by the same code
+            cases, invalid = _golden_cases.compact_cases(shared.manifest, shared.golden_path)
+            findings += [replace(f, phase="archive") for f in invalid]
+            detail["compact_samples_checked"] = [sid for sid, _ in cases]
+            ok = not has_errors(findings)
     return findings, detail, ok
 
 

@@ -144,3 +144,23 @@ def test_diff_names_the_samples_a_tiny_cap_stored_compact(mixed_pkg: Built, tiny
     for sid in ("max", "mid"):
         assert re.search(rf"sample {sid} stored +whole -> compact \(recipes and output digests\)", proc.stdout), proc.stdout[-2000:]
     assert "sample example stored" not in proc.stdout and "sample min stored" not in proc.stdout
+
+
+def test_verify_only_checks_the_compact_samples_records(tiny_cap_pkg: Built, tmp_path: Path) -> None:
+    """``--verify-only`` runs no golden phase: the compact samples' records (recipes against the
+    contract, their keys in the golden file) are checked in the archive phase, by the golden
+    phase's own code, so a tampered recipe fails the pre-flight and not only the full probe."""
+    proc, report = probe_json(tiny_cap_pkg.path, tmp_path, "--verify-only")
+    archive = next(p for p in report["phases"] if p["name"] == "archive")
+    assert proc.returncode == 0 and archive["detail"]["compact_samples_checked"] == ["max", "mid"], proc.stdout[-2000:]
+    root, m = _manifest(tiny_cap_pkg.path)
+
+    def missing_pool(name: str, data: bytes) -> bytes:
+        if name != f"{root}/{layout.MANIFEST}":
+            return data
+        m["golden"]["compact_samples"][0]["recipes"][0]["pool"] = "no such key"
+        return json.dumps(m).encode()
+
+    proc, report = probe_json(rewrite(tiny_cap_pkg.path, tmp_path / "nopool.pt2", missing_pool), tmp_path, "--verify-only")
+    found = [f for p in report["phases"] for f in p["findings"] if f["code"] == "golden.recipe_invalid"]
+    assert proc.returncode == 1 and len(found) == 1 and found[0]["phase"] == "archive", proc.stdout[-2000:]
