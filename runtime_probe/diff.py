@@ -290,15 +290,17 @@ def _golden(a: Manifest, b: Manifest) -> Iterator[Change]:
         return
     sa, sb = _all_samples(ga), _all_samples(gb)
 
+    def sizes(s: Any) -> str:
+        return _join(f"{k}={v}" for k, v in sorted(s.symbols.items())) if s.symbols else "static sizes"
+
     def brief(s: Any) -> str:
-        sizes = _join(f"{k}={v}" for k, v in sorted(s.symbols.items())) if s.symbols else "static sizes"
-        return f"{sizes} ({'compact' if isinstance(s, CompactSample) else 'whole'})"
+        return f"{sizes(s)} ({'compact' if isinstance(s, CompactSample) else 'whole'})"
 
     yield from _keyed("golden", "sample", sa, sb, brief)
     for sid in [n for n in sa if n in sb]:
         x, y = sa[sid], sb[sid]
         if x.symbols != y.symbols:
-            yield Change("golden", f"sample {sid} sizes", brief(x), brief(y))
+            yield Change("golden", f"sample {sid} sizes", sizes(x), sizes(y))
         if isinstance(x, CompactSample) != isinstance(y, CompactSample):
             yield Change("golden", f"sample {sid} stored", _form(x), _form(y))
             continue
