@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -460,17 +459,14 @@ def extract_constants(
             )
         )
     for name, digest in sorted((unpaired or {}).items()):
-        shape = tuple(int(n) for n in digest.get("shape") or ())
-        dtype = str(digest.get("dtype"))
-        itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size() if hasattr(torch, dtype) else 0
         out.append(
             ConstantSpec(
                 fqn=name,
                 kind="constant",
-                dtype=dtype,
-                shape=shape,
+                dtype=str(digest.get("dtype")),
+                shape=tuple(int(n) for n in digest.get("shape") or ()),
                 sha256=str(digest.get("sha256")),
-                nbytes=int(math.prod(shape)) * itemsize,
+                nbytes=int(digest.get("nbytes") or 0),  # measured in the child, beside the hash
                 storage="package" if name in runtime_constants else "inlined",
                 internal_name=runtime_constants.get(name),
             )

@@ -97,7 +97,7 @@ def share_release_constants(twin: Any, package_path: str, model_name: str, devic
 def release_constant_digests(
     package_path: str, model_name: str, names: Iterable[str], device_type: str, device_index: int | None
 ) -> dict[str, dict[str, Any]]:
-    """``{name: {"sha256", "dtype", "shape"}}`` of the named constants as the release model holds
+    """``{name: {"sha256", "dtype", "shape", "nbytes"}}`` of the named constants as the release model holds
     them (the manifest's hash: the row-major little-endian bytes a safetensors file stores). The
     build uses it to pair a constant the compiler renamed with the program's (an attribute
     ``offset`` becomes ``_tensor_constant0``): by value, not by guess. Names the model lacks are left
@@ -112,5 +112,6 @@ def release_constant_digests(
                     "sha256": hashlib.sha256(tensor_bytes(plain)).hexdigest(),
                     "dtype": str(plain.dtype).replace("torch.", ""),
                     "shape": [int(n) for n in plain.shape],
+                    "nbytes": int(plain.numel() * plain.element_size()),
                 }
     return out

@@ -71,7 +71,7 @@ def test_the_manifest_records_both_names_and_every_package_constant() -> None:
     ep = _with_offset()
     runtime = {"_tensor_constant0": "_tensor_constant0", "_extra": "_extra"}
     specs = extract_constants(
-        ep, runtime, {"offset": "_tensor_constant0"}, {"_extra": {"sha256": "e", "dtype": "float16", "shape": [2, 3]}}
+        ep, runtime, {"offset": "_tensor_constant0"}, {"_extra": {"sha256": "e", "dtype": "float16", "shape": [2, 3], "nbytes": 12}}
     )
     by_fqn = {c.fqn: c for c in specs}
     assert by_fqn["offset"].loaded_name == "_tensor_constant0" and by_fqn["offset"].storage == "package"
