@@ -64,7 +64,14 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
         if not _HEX64.match(digest):
             yield f"records {digest[:80]!r} as the SHA-256 of {rel[:80]!r} (expected 64 lowercase hex digits)"
     yield from _io_problems(m)
+    loaded: set[str] = set()
     for c in m.constants:
+        if c.storage == "package":
+            # the probe's constants check and --weights go by this name: two constants under one
+            # would let a lying manifest hide one of the package's constants
+            if c.loaded_name in loaded:
+                yield f"lists two constants the loaded model would know as {c.loaded_name[:80]!r}"
+            loaded.add(c.loaded_name)
         if not _DTYPE.match(c.dtype):
             yield f"gives constant {c.fqn[:80]!r} the dtype {c.dtype[:40]!r}"
         if any(s < 0 for s in c.shape) or c.nbytes < 0:

@@ -99,3 +99,30 @@ def test_a_failed_read_of_the_packages_values_is_a_warning_naming_the_constants(
     names, findings = validate_run._constant_names(run, ep, "release.pt2", ["_tensor_constant0"])
     assert names.renamed == {} and [(f.code, f.severity.value) for f in findings] == [("build.constants_unnamed", "warning")]
     assert "_tensor_constant0" in findings[0].message
+
+
+def test_a_manifest_that_lists_two_constants_under_one_loaded_name_is_refused(tmp_path: Any) -> None:
+    """A lying manifest: a renamed constant given another constant's package name would hide one of
+    the package's constants from the probe's check and from --weights."""
+    from runtime_probe import layout
+    from runtime_probe.package.archive import open_archive
+    from runtime_probe.package.manifest import parse_manifest
+    from runtime_probe.package.manifest_rules import check_manifest
+    from tests.unit.fakepkg import make_package
+
+    def constant(fqn: str, runtime_fqn: str | None) -> dict[str, Any]:
+        return {"fqn": fqn, "kind": "constant", "dtype": "float32", "shape": [4], "sha256": "ab" * 32, "nbytes": 16,
+                "storage": "package", "runtime_fqn": runtime_fqn}  # fmt: skip
+
+    def messages(runtime_fqn: str) -> list[str]:
+        path = make_package(
+            tmp_path / f"{runtime_fqn}.pt2", edit=lambda m: m.update(constants=[constant("table", None), constant("offset", runtime_fqn)])
+        )
+        archive, _ = open_archive(str(path))
+        assert archive is not None
+        with archive:
+            m = parse_manifest(archive.read(layout.MANIFEST, max_bytes=1 << 20))
+            return [f.message for f in check_manifest(m, archive)]
+
+    assert any("two constants the loaded model would know as 'table'" in msg for msg in messages("table"))
+    assert not any("two constants" in msg for msg in messages("_tensor_constant0"))
