@@ -5,7 +5,9 @@
 #   bash scripts/lane.sh 2.15.0          # unit + integration + the zoo's CI subset
 #   bash scripts/lane.sh 2.14.1 --smoke  # build, probe and guard-load the example, and 2 zoo models
 #   bash scripts/lane.sh 2.15.0 --install-only   # the venv alone (.ci/run makes it while other work runs)
-# pip's cache (~/.cache/pip) keeps the wheels between runs where the machine keeps its home.
+# torch and its CUDA libraries install with --no-cache-dir: pip's HTTP cache would hold a second copy
+# of the ~5.4 GB (and buffers each body in TMPDIR on the way), which filled a CI machine's disk
+# (2026-11-25: 'No space left on device' in the 2.15 install). A venv already made is reused.
 # torchvision: the registry has a release for torch <= 2.14 only (0.29.x for 2.14). Without one
 # for VERSION, the newest is installed WITHOUT its dependencies (its requirement would move torch);
 # its C++ ops then do not load and zoo.models.ensure_torchvision_importable() covers the two fake
@@ -22,7 +24,7 @@ started=$(date +%s)
 stamp() { echo "[lane $VERSION +$(( $(date +%s) - started ))s] $*"; }
 declare -A TORCHVISION=([2.11]=0.26.0 [2.12]=0.27.1 [2.13]=0.28.0 [2.14]=0.29.2)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$VERSION"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir "torch==$VERSION"
 installed() { "$VENV/bin/python" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null; }
 [ "$(installed)" = "$VERSION" ] || { echo "lane $VERSION: the venv holds torch $(installed)" >&2; exit 1; }
 stamp "torch $VERSION installed"
