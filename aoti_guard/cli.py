@@ -108,15 +108,15 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
     handler = _Keep(level=logging.WARNING)
     # torch._logging gives "torch" and its components (torch._dynamo, torch._inductor, ...) their
     # own stderr handlers with propagate=False: each such logger gets ours instead, for the build
-    swapped: list[tuple[logging.Logger, list[logging.Handler]]] = []
+    swapped: list[tuple[logging.Logger, list[logging.Handler], list[logging.Handler]]] = []
     for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
         logger = logging.getLogger(name)
         streams: list[logging.Handler] = [h for h in logger.handlers if _writes_to_the_terminal(h)]
         if name == "torch" or streams or not logger.propagate:
-            swapped.append((logger, streams))
+            swapped.append((logger, streams, list(logger.handlers)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        for logger, streams in swapped:
+        for logger, streams, _ in swapped:
             if logger.name == "torch" or not logger.propagate:  # a propagating one reaches an ancestor's: once
                 logger.addHandler(handler)
             for h in streams:
@@ -124,9 +124,14 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
         try:
             yield
         finally:
-            for logger, streams in swapped:
+            for logger, streams, before in swapped:
                 logger.removeHandler(handler)  # a no-op where it was not added
-                for h in streams:
+                # the caller's handlers back in their order (a library caller may rely on it), then
+                # any a component added during the build
+                now = list(logger.handlers)
+                for h in now:
+                    logger.removeHandler(h)
+                for h in [h for h in before if h in streams or h in now] + [h for h in now if h not in before]:
                     logger.addHandler(h)
     for w in caught:
         line = f"{w.category.__name__} {os.path.basename(str(w.filename))}:{w.lineno}: {w.message}"
