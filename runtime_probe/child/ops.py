@@ -7,6 +7,7 @@ Each op returns JSON-able data; an exception becomes a ``ChildRaised`` in the pa
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
 import platform
 import sys
@@ -229,8 +230,8 @@ def op_run(
     ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
     (an inputs file is what ``--inputs`` takes back); ``save_durable=False``: the outputs file is
     read back and removed at once (the build's validation), so it is not fsynced.
-    ``resize``: input name -> sizes (``probe --shapes``): the sample's values resampled to them, as
-    the build generates golden samples (a fixed seed).
+    ``resize``: input name -> sizes (``probe --shapes``): inputs made at those sizes as the build
+    makes its golden samples (``_resized``; a fixed seed).
     """
     import torch
 
@@ -240,12 +241,11 @@ def op_run(
     if refused is not None:
         return refused
     leaves: list[Any] = []
-    gen = torch.Generator().manual_seed(0)
+    resized = _resized(inputs, tensors, sample, resize, contract_from) if resize else {}
     for spec in inputs:
         if spec["kind"] == "tensor":
             t = made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
-            if resize is not None and spec["name"] in resize:
-                t = _resample(t, resize[spec["name"]], gen)
+            t = resized.get(spec["name"], t)
             leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
@@ -394,9 +394,65 @@ def _checker(package: str, device: str) -> Any:
     return InputChecker(manifest, torch.device(device))
 
 
+def _resized(
+    inputs: list[dict[str, Any]], tensors: Any, sample: dict[str, Any], resize: dict[str, list[int]], package: str | None
+) -> dict[str, Any]:
+    """``probe --shapes``: each resized input made by the generator of the build's golden samples
+    (runtime_probe/golden/recipe.py) from the example's values and the package's contract: a
+    mask padded on the right, on the left and not at all, ids across their table with both ends,
+    positions that follow the mask, other values drawn from the example's. An input no recipe
+    fits (no contract to read, a kind the generator does not make, a request over its byte caps)
+    keeps the example's values resampled, as before recipes existed."""
+    import torch
+
+    from runtime_probe.golden import recipe as _recipe
+
+    examples = {
+        spec["name"]: tensors[sample["inputs"][spec["name"]]]
+        for spec in inputs
+        if spec["kind"] == "tensor" and spec["name"] in resize and spec["name"] in sample["inputs"]
+    }
+    made: dict[str, Any] = {}
+    specs = [s for s in _contract_inputs(package) if s.tensor is not None and s.name in examples] if package else []
+    if specs:
+        templates = _recipe.plan(specs, [examples[s.name] for s in specs])
+        recipes, pools = [], {}
+        for s in specs:
+            t = templates.get(s.name)
+            if t is None:
+                continue
+            shape = tuple(resize[s.name])
+            stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+            recipes.append(_recipe.recipe(s.name, t, s.name, s.tensor.dtype, shape, stride, _recipe.input_seed(0, "shapes", s.name)))
+            if t.kind == "pool":
+                pools[s.name] = t.pool
+        try:
+            made = _recipe.generate(recipes, pools)
+        except _recipe.RecipeError:
+            made = {}  # e.g. sizes over the generator's caps: every input resampled below
+    gen = torch.Generator().manual_seed(0)
+    for name, example in examples.items():
+        if name not in made:
+            made[name] = _resample(example, resize[name], gen)
+    return made
+
+
+def _contract_inputs(package: str) -> list[Any]:
+    """The package's declared inputs (its manifest), for the generator's templates."""
+    from runtime_probe import layout
+    from runtime_probe.package.archive import open_archive
+    from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, parse_manifest
+
+    archive, _ = open_archive(package)
+    if archive is None:
+        return []
+    with archive:
+        return list(parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES)).io.inputs)
+
+
 def _resample(example: Any, shape: list[int], gen: Any) -> Any:
-    """A contiguous tensor of ``shape`` whose values are drawn from ``example``'s (the build's
-    golden samples are made the same way: aoti_guard/builder/validate/golden.py)."""
+    """A contiguous tensor of ``shape`` whose values are drawn from ``example``'s (``--shapes``
+    for an input the recipes of the build's golden samples do not make)."""
     import torch
 
     flat = example.detach().reshape(-1)

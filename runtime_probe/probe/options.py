@@ -36,7 +36,7 @@ class ProbeOptions:
         duration_s: time calls for at least this many seconds (and at least ``iterations`` calls);
             None: ``iterations`` alone decides.
         shapes: ``x:4x16,mask:4x32``: one more run (and its timing) at these sizes, with inputs
-            resampled from the example golden sample (probe/shapes.py).
+            made as the build makes golden samples (probe/shapes.py).
         save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
             ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
             ``inputs`` takes back, e.g. to replay it elsewhere).

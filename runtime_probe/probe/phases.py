@@ -458,8 +458,9 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
 
 
 def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
-    """--shapes: the example golden sample's inputs resampled to the sizes asked for, checked
-    against the contract in the child before they run (a size outside it is a finding)."""
+    """--shapes: inputs at the sizes asked for, made in the child by the golden samples' generator
+    from the example sample's values, checked against the contract before they run (a size
+    outside it is a finding)."""
     m = shared.manifest
     if m is None or m.golden is None or not m.golden.samples or shared.golden_path is None:
         raise UsageError(

@@ -1,11 +1,13 @@
 """``probe --shapes x:4x16,mask:4x32``: time (and run) the model at sizes of the user's choosing
-inside its contract, with inputs generated as the build generates golden samples: the example
-sample's values, resampled to the new sizes with a fixed seed (aoti_guard/builder/validate/golden.py).
+inside its contract, with inputs generated as the build generates golden samples: the recipes of
+runtime_probe/golden/recipe.py at the new sizes with a fixed seed (a mask padded on the right, on
+the left and not at all; ids across their table; positions that follow the mask; other values
+drawn from the example sample's), made in the child (child/ops.py ``_resized``).
 
 An input left out takes the sizes its dims' expressions give with the symbols the named inputs
 bind (``--shapes x:8x16`` sets ``batch`` = 8, so ``mask`` is 8x32). Sizes outside the contract are
 refused by the contract check before native code runs, with the finding the guarded loader gives.
-Standard library only; the child resamples (child/ops.py).
+Standard library only.
 """
 
 from __future__ import annotations

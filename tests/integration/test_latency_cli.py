@@ -59,3 +59,23 @@ def test_shapes_runs_and_times_other_sizes(mixed_pkg: Built, tmp_path: Path) -> 
     assert "--dynamic x:0=batch:2..40" in finding["hint"]
     bad = run_probe(str(mixed_pkg.path), "--shapes", "x:4")
     assert bad.returncode == 2 and "x has 2 dims in the contract, 1 given" in bad.stderr
+
+
+def test_shapes_makes_its_inputs_as_the_build_makes_golden_samples(example_pkg: Built, tmp_path: Path) -> None:
+    """--shapes on the example (a bool mask, mostly True): the mask is generated as the build's golden
+    samples are (runtime_probe/golden/recipe.py), rows padded on the right, on the left and not at
+    all in turn, not the example's values resampled (which left the padding path untried)."""
+    saved = tmp_path / "saved"
+    proc = run_probe(str(example_pkg.path), "--fast", "--shapes", "x:12x16", "--save-inputs", str(saved), "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from safetensors.torch import load_file
+
+    inputs = load_file(str(saved / "shapes.inputs.safetensors"))
+    mask = inputs["mask"]
+    assert tuple(mask.shape) == (12, 32) and tuple(inputs["x"].shape) == (12, 16)
+    for row in (0, 3, 6, 9):  # padded on the right: kept from the start, padding at the end
+        assert bool(mask[row, 0]) and not bool(mask[row, -1]), mask[row]
+    for row in (1, 4, 7, 10):  # padded on the left
+        assert not bool(mask[row, 0]) and bool(mask[row, -1]), mask[row]
+    for row in (2, 5, 8, 11):  # not padded
+        assert bool(mask[row].all()), mask[row]
