@@ -428,8 +428,8 @@ def _resized(
                 pools[s.name] = t.pool
         try:
             made = _recipe.generate(recipes, pools)
-        except _recipe.RecipeError:
-            made = {}  # e.g. sizes over the generator's caps: every input resampled below
+        except (_recipe.RecipeError, RuntimeError, TypeError, AttributeError):  # RecipeError is a ValueError
+            made = {}  # sizes over the generator's caps, a dtype this torch lacks: every input resampled below
     gen = torch.Generator().manual_seed(0)
     for name, example in examples.items():
         if name not in made:

@@ -1,0 +1,49 @@
+"""``probe --shapes``: the child makes the resized inputs with the golden samples' generator
+(runtime_probe/golden/recipe.py), and falls back to the example's values resampled where the
+generator cannot make them (no contract, a request it refuses): never a crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from runtime_probe.child import ops
+from runtime_probe.golden import recipe as _recipe
+from runtime_probe.package.manifest import InputSpec, TensorSpec
+
+SPECS = [
+    InputSpec("ids", "ids", "tensor", 0, TensorSpec("int64", (4, 8), (8, 1), True, "cpu", value_range=(0, 99))),
+    InputSpec("attention_mask", "attention_mask", "tensor", 1, TensorSpec("int64", (4, 8), (8, 1), True, "cpu")),
+]
+INPUTS: list[dict[str, Any]] = [{"name": "ids", "kind": "tensor"}, {"name": "attention_mask", "kind": "tensor"}]
+SAMPLE = {"inputs": {"ids": "s0.in.ids", "attention_mask": "s0.in.attention_mask"}}
+TENSORS = {"s0.in.ids": torch.full((4, 8), 7), "s0.in.attention_mask": torch.ones(4, 8, dtype=torch.int64)}
+RESIZE = {"ids": [6, 10], "attention_mask": [6, 10]}
+
+
+def test_resized_inputs_come_from_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_contract_inputs", lambda package: SPECS)
+    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
+    ids, mask = made["ids"], made["attention_mask"]
+    assert tuple(ids.shape) == (6, 10) and tuple(mask.shape) == (6, 10)
+    # ids across the table, both ends present; the example held only 7
+    assert int(ids.min()) == 0 and int(ids.max()) == 99
+    # rows padded on the right, on the left, and not at all
+    assert mask[0, 0] == 1 and mask[0, -1] == 0 and mask[1, 0] == 0 and mask[1, -1] == 1 and bool((mask[2] == 1).all())
+
+
+def test_without_a_contract_the_example_is_resampled() -> None:
+    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, None)
+    assert bool((made["ids"] == 7).all()) and bool((made["attention_mask"] == 1).all())
+
+
+def test_a_request_the_generator_refuses_falls_back_to_resampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise _recipe.RecipeError("over the byte cap")
+
+    monkeypatch.setattr(ops, "_contract_inputs", lambda package: SPECS)
+    monkeypatch.setattr(_recipe, "generate", refuse)
+    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
+    assert tuple(made["ids"].shape) == (6, 10) and bool((made["ids"] == 7).all())
