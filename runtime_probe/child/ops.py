@@ -381,17 +381,26 @@ def _checker(package: str, device: str) -> Any:
     """The guarded loader's input checks for ``package`` (one --inputs run per probe: not cached)."""
     import torch
 
-    from runtime_probe import layout
     from runtime_probe.guard.inputs import InputChecker
+
+    manifest = _read_manifest(package)
+    if manifest is None:
+        raise RuntimeError(f"cannot reopen {package}")
+    return InputChecker(manifest, torch.device(device))
+
+
+def _read_manifest(package: str) -> Any:
+    """The manifest of ``package`` (the probe's private copy, whose manifest the parent checked),
+    or None when it cannot be opened."""
+    from runtime_probe import layout
     from runtime_probe.package.archive import open_archive
     from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, parse_manifest
 
     archive, _ = open_archive(package)
     if archive is None:
-        raise RuntimeError(f"cannot reopen {package}")
+        return None
     with archive:
-        manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
-    return InputChecker(manifest, torch.device(device))
+        return parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
 
 
 def _resized(
@@ -413,7 +422,8 @@ def _resized(
         if spec["kind"] == "tensor" and spec["name"] in resize and spec["name"] in sample["inputs"]
     }
     made: dict[str, Any] = {}
-    specs = [s for s in _contract_inputs(package) if s.tensor is not None and s.name in examples] if package else []
+    manifest = _read_manifest(package) if package else None
+    specs = [s for s in manifest.io.inputs if s.tensor is not None and s.name in examples] if manifest is not None else []
     if specs:
         templates = _recipe.plan(specs, [examples[s.name] for s in specs])
         recipes, pools = [], {}
@@ -435,19 +445,6 @@ def _resized(
         if name not in made:
             made[name] = _resample(example, resize[name], gen)
     return made
-
-
-def _contract_inputs(package: str) -> list[Any]:
-    """The package's declared inputs (its manifest), for the generator's templates."""
-    from runtime_probe import layout
-    from runtime_probe.package.archive import open_archive
-    from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, parse_manifest
-
-    archive, _ = open_archive(package)
-    if archive is None:
-        return []
-    with archive:
-        return list(parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES)).io.inputs)
 
 
 def _resample(example: Any, shape: list[int], gen: Any) -> Any:

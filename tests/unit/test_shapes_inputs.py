@@ -4,6 +4,7 @@ generator cannot make them (no contract, a request it refuses): never a crash.""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,10 +22,11 @@ INPUTS: list[dict[str, Any]] = [{"name": "ids", "kind": "tensor"}, {"name": "att
 SAMPLE = {"inputs": {"ids": "s0.in.ids", "attention_mask": "s0.in.attention_mask"}}
 TENSORS = {"s0.in.ids": torch.full((4, 8), 7), "s0.in.attention_mask": torch.ones(4, 8, dtype=torch.int64)}
 RESIZE = {"ids": [6, 10], "attention_mask": [6, 10]}
+MANIFEST = SimpleNamespace(io=SimpleNamespace(inputs=SPECS))  # what _resized reads of a manifest
 
 
 def test_resized_inputs_come_from_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ops, "_contract_inputs", lambda package: SPECS)
+    monkeypatch.setattr(ops, "_read_manifest", lambda package: MANIFEST)
     made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
     ids, mask = made["ids"], made["attention_mask"]
     assert tuple(ids.shape) == (6, 10) and tuple(mask.shape) == (6, 10)
@@ -43,7 +45,21 @@ def test_a_request_the_generator_refuses_falls_back_to_resampling(monkeypatch: p
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise _recipe.RecipeError("over the byte cap")
 
-    monkeypatch.setattr(ops, "_contract_inputs", lambda package: SPECS)
+    monkeypatch.setattr(ops, "_read_manifest", lambda package: MANIFEST)
     monkeypatch.setattr(_recipe, "generate", refuse)
     made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
     assert tuple(made["ids"].shape) == (6, 10) and bool((made["ids"] == 7).all())
+
+
+def test_lying_inputs_never_crash_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A golden file whose "mask" is not 0/1 and a manifest whose ids range is upside down (both
+    an attacker's to write): the mask's values are drawn from the example's, the ids resampled."""
+    lying = [
+        InputSpec("ids", "ids", "tensor", 0, TensorSpec("int64", (4, 8), (8, 1), True, "cpu", value_range=(99, 0))),
+        SPECS[1],
+    ]
+    monkeypatch.setattr(ops, "_read_manifest", lambda package: SimpleNamespace(io=SimpleNamespace(inputs=lying)))
+    tensors = {"s0.in.ids": torch.full((4, 8), 7), "s0.in.attention_mask": torch.tensor([[0, 1, 5, 1]] * 4).repeat(1, 2)}
+    made = ops._resized(INPUTS, tensors, SAMPLE, RESIZE, "pkg.pt2")
+    assert tuple(made["attention_mask"].shape) == (6, 10) and set(made["attention_mask"].unique().tolist()) <= {0, 1, 5}
+    assert bool((made["ids"] == 7).all())
