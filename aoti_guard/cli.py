@@ -128,11 +128,8 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
                 logger.removeHandler(handler)  # a no-op where it was not added
                 # the caller's handlers back in their order (a library caller may rely on it), then
                 # any a component added during the build
-                now = list(logger.handlers)
-                for h in now:
-                    logger.removeHandler(h)
-                for h in [h for h in before if h in streams or h in now] + [h for h in now if h not in before]:
-                    logger.addHandler(h)
+                now = logger.handlers
+                logger.handlers = [h for h in before if h in streams or h in now] + [h for h in now if h not in before]
     for w in caught:
         line = f"{w.category.__name__} {os.path.basename(str(w.filename))}:{w.lineno}: {w.message}"
         sink.append(line)
