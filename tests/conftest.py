@@ -108,13 +108,11 @@ def _inductor_settings_for_the_tests() -> None:
       every process that compiles (20 such children per default build of the example, 12 with
       it; 12 % less CPU per build, measured A/B). On the CI machine kind both give the same ISA
       list, and the ISA aoti-guard builds for is its own choice (``--cpu-isa``), not this list.
-    - ``TORCHINDUCTOR_CACHE_DIR`` pinned to torch's default: a test that gives a build its own
-      TMPDIR would otherwise give it a cold cache (Inductor puts its cache under TMPDIR).
+    - ``TORCHINDUCTOR_CACHE_DIR`` pinned to torch's default (torch's own ``default_cache_dir``, read
+      now): a test that gives a build its own TMPDIR would otherwise give it a cold cache
+      (Inductor puts its cache under TMPDIR).
     """
-    import getpass
-    import re
-    import tempfile
-
     os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
-    user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
