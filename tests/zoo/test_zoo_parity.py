@@ -141,3 +141,32 @@ def test_the_readme_venv_imports_the_model_libraries(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["DistilBertForSequenceClassification", "ResNet", "ResNet"], proc.stdout
+
+
+def test_probe_shapes_pads_distilberts_mask_and_spans_its_vocabulary(zoo: ZooRuns, tmp_path: Path) -> None:
+    """``probe --shapes`` on a real transformers package: the attention mask it makes is padded on
+    the right, on the left and not at all, row by row, and the ids reach both ends of the
+    vocabulary the build recorded (runtime_probe/golden/recipe.py), as the build's golden samples
+    are made; the example's values resampled (before) gave an all-ones mask."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    r = zoo["distilbert"]
+    assert r["build"]["ok"] and r["build"]["package"], _why(r, "build")
+    saved = tmp_path / "saved"
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime_probe", r["build"]["package"], "--fast", "--shapes", "input_ids:6x24", "--save-inputs", str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    inputs = load_file(str(saved / "shapes.inputs.safetensors"))
+    mask, ids = inputs["attention_mask"], inputs["input_ids"]
+    assert tuple(mask.shape) == (6, 24) and tuple(ids.shape) == (6, 24)
+    assert mask[0, 0] == 1 and mask[0, -1] == 0  # padded on the right
+    assert mask[1, 0] == 0 and mask[1, -1] == 1  # on the left
+    assert bool((mask[2] == 1).all())  # not at all
+    assert int(ids.min()) == 0 and int(ids.max()) == 999  # the small config's vocabulary: 1000 rows (zoo/models.py)
