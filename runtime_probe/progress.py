@@ -108,7 +108,9 @@ class Progress:
         """One line for the --log-file only (torch's warnings, library logs): never the terminal."""
         if self._log is None:
             return
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        now = time.time()
+        # milliseconds: the file is also a timeline of the run (the zoo reads where a build's time goes)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
         with self._lock:
             for line in text.splitlines() or [""]:
                 self._log.write(f"{stamp} {line}\n")

@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import statistics
@@ -39,8 +40,10 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
+
+from zoo.schedule import STEPS
 
 __all__ = ["build_step", "guard_step", "main", "markdown", "probe_step", "run_model", "run_parity"]
 
@@ -228,12 +231,17 @@ def build_step(name: str, size: str, device: str, out_dir: str, timeout: float, 
         if os.path.exists(stale):
             os.remove(stale)
     with tempfile.TemporaryDirectory(prefix=f"zoo-parity-{name}-") as scratch:
+        log_path = os.path.join(scratch, "build.events.log")
         cmd = [sys.executable, "-m", "aoti_guard", "build", f"zoo/models.py:{name}", "-o", pkg, "--json", report_path]
+        cmd += ["--log-file", log_path]  # its timestamped events: where the build's time went
         if device != "cpu":
             cmd += ["--device", device]
         cmd += list(extra_args)
         rc, seconds, tail = _run(cmd, _env(scratch, size, device), timeout, os.path.join(out_dir, f"{name}.build.log"))
+        timeline = build_timeline(log_path)
     out: dict[str, Any] = {"exit_code": rc, "seconds": seconds, "package": pkg if os.path.exists(pkg) else None}
+    if timeline:
+        out["timeline"] = timeline
     report = _load_json(report_path)
     if report is None:
         out.update(ok=False, error=f"no build report (exit {rc}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"[:400])
@@ -243,6 +251,34 @@ def build_step(name: str, size: str, device: str, out_dir: str, timeout: float, 
     if out["package"] is not None:
         out["package_bytes"] = os.path.getsize(pkg)
     return out
+
+
+_EVENT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?) \[([\w.-]+)\] (.*)$")
+_TIMELINE_MAX = 80
+
+
+def build_timeline(log_path: str) -> list[list[Any]]:
+    """The build's --log-file as ``[seconds since its first event, phase, event]`` rows (at most
+    80, events cut to 160 characters): which note of which phase came when, e.g. how long the
+    validation child took to load the package before the first sample ran. Empty when there is
+    no log (the build died before writing one)."""
+    rows: list[list[Any]] = []
+    first: datetime.datetime | None = None
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _EVENT.match(line.rstrip("\n"))
+                if m is None:
+                    continue
+                try:
+                    when = datetime.datetime.fromisoformat(m.group(1))
+                except ValueError:
+                    continue
+                first = first or when
+                rows.append([round((when - first).total_seconds(), 3), m.group(2), m.group(3)[:160]])
+    except OSError:
+        return []
+    return rows[:_TIMELINE_MAX]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -350,8 +386,12 @@ def run_model(
     bare: bool = True,
     deadline: float | None = None,
     build_args: Sequence[str] = (),
+    steps_wanted: Collection[str] = STEPS,
 ) -> dict[str, Any]:
     """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises.
+
+    ``steps_wanted``: the steps to run (``--steps``; the ratio's series runs only ``bare`` and
+    ``build``); a result without probe and guard has no parity verdict (``parity`` None).
 
     ``build_args`` go on the build's command line (e.g. ``--twin-schedule concurrent``).
 
@@ -362,6 +402,8 @@ def run_model(
 
     e = models.entry(name)
     r: dict[str, Any] = {"name": name, "library": e.library, "family": e.family, "dims": e.dims, "size": size, "device": device}
+    if set(steps_wanted) != set(STEPS):
+        r["steps"] = [s for s in STEPS if s in steps_wanted]
 
     def budget() -> float:
         return timeout if deadline is None else min(timeout, deadline - time.monotonic())
@@ -370,11 +412,13 @@ def run_model(
         return str(r["build"]["package"])
 
     steps: list[tuple[str, Callable[[float], dict[str, Any]]]] = []
-    if bare:
+    if bare and "bare" in steps_wanted:
         steps.append(("bare", lambda t: bare_step(name, size, device, t)))
     steps.append(("build", lambda t: build_step(name, size, device, out_dir, t, build_args)))
-    steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
-    steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
+    if "probe" in steps_wanted:
+        steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
+    if "guard" in steps_wanted:
+        steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
     for step, fn in steps:
         if step in ("probe", "guard") and not r["build"].get("package"):
             r[step] = {"ok": False, "skipped": "no package"}
@@ -417,6 +461,8 @@ def judge(r: dict[str, Any]) -> dict[str, Any]:
     r["parity"] = ours or r["catch"] or (b is not None and not b.get("ok") and not b.get("skipped") and not b.get("deadline"))
     if r.get("incomplete") and not r["parity"]:
         r["parity"] = None  # not known: the run ran out of time
+    if r.get("steps") and not r["catch"] and not (b is not None and not b.get("ok")):
+        r["parity"] = None  # probe and guard were not asked for (--steps): not judged
     return r
 
 
@@ -510,12 +556,20 @@ def run_parity(
     keep_packages: bool = True,
     one_at_a_time: Collection[str] = (),
     bare_done: Collection[str] = (),
+    expected: Mapping[str, float] | None = None,
+    heavy_lanes: int = 1,
+    steps_wanted: Collection[str] = STEPS,
 ) -> list[dict[str, Any]]:
     """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
     not started before ``deadline`` is left out). The models in ``one_at_a_time`` (GBs of
     weights: ``models.HEAVY_FULL`` at full size) run one after another, in one of the ``jobs``.
     The models in ``bare_done`` skip the bare path: an earlier run of the series measured it, and
     ``--report`` over the series takes it from there (``merge_runs``).
+
+    ``expected`` (zoo.schedule.expected_seconds, scaled): a model is not started when it is
+    expected to take longer than the time left before ``deadline`` (its bare path and its build
+    must run in the same call for a fair ratio). ``heavy_lanes``: how many of the ``jobs`` run
+    the ``one_at_a_time`` models (each lane one at a time).
 
     ``keep_packages=False`` deletes each model's packages once its steps are done: at full size
     they are GBs each, and the GPU run of nine models at once filled its machine's 64 GB disk
@@ -527,11 +581,23 @@ def run_parity(
         if deadline is not None and deadline - time.monotonic() < _MIN_STEP_S:
             _progress(name, "parity", "not started (deadline)")
             return
+        if deadline is not None and expected and name in expected and expected[name] > deadline - time.monotonic():
+            left = deadline - time.monotonic()
+            _progress(name, "parity", f"not started: expected to take {expected[name]:.0f} s, {left:.0f} s left (the next call's)")
+            return
         again = bare and name not in bare_done
         if bare and not again:
             _progress(name, "bare", "measured by an earlier run of the series (--rest-of): not run again")
         r = run_model(
-            name, size=size, device=device, out_dir=out_dir, timeout=timeout, bare=again, deadline=deadline, build_args=build_args
+            name,
+            size=size,
+            device=device,
+            out_dir=out_dir,
+            timeout=timeout,
+            bare=again,
+            deadline=deadline,
+            build_args=build_args,
+            steps_wanted=steps_wanted,
         )
         if not keep_packages:
             for path in (os.path.join(out_dir, f"{name}.pt2"), os.path.join(out_dir, f"{name}.rejected.pt2")):
@@ -547,9 +613,10 @@ def run_parity(
     # The heavy models in a lane of their own, one at a time; the others share the remaining jobs.
     heavy = [n for n in names if n in one_at_a_time]
     light = [n for n in names if n not in one_at_a_time]
-    light_jobs = max(1, jobs - 1) if heavy else max(1, jobs)
+    lanes = max(1, min(heavy_lanes, jobs - 1)) if heavy else 0
+    light_jobs = max(1, jobs - lanes)
     with (
-        concurrent.futures.ThreadPoolExecutor(max_workers=1) as heavy_lane,
+        concurrent.futures.ThreadPoolExecutor(max_workers=max(1, lanes)) as heavy_lane,
         concurrent.futures.ThreadPoolExecutor(max_workers=light_jobs) as pool,
     ):
         futures = [heavy_lane.submit(one, n) for n in heavy] + [pool.submit(one, n) for n in light]
@@ -835,6 +902,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--deadline", type=float, help="seconds for the whole run: no step starts with less than 20 s left")
     parser.add_argument(
+        "--same-call",
+        action="store_true",
+        help="for a fair build / bare ratio over a series of calls (--rest-of): a model's bare path and its build run in the "
+        "same call (a bare path from an earlier call is measured again), longest first by --expect, and a model is not "
+        "started unless --expect says it fits in the --deadline's time left",
+    )
+    parser.add_argument(
+        "--expect",
+        metavar="JSON",
+        nargs="+",
+        default=[],
+        help="saved runs whose step times estimate each model's (zoo.schedule; with --same-call)",
+    )
+    parser.add_argument(
+        "--expect-scale", type=float, default=1.0, help="the estimates times this (the machine's load differs: default 1.0)"
+    )
+    parser.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help="the steps to run, comma-separated (default all: bare,build,probe,guard); the ratio's series runs bare,build "
+        "(without probe and guard no parity is judged)",
+    )
+    parser.add_argument(
+        "--heavy-lanes",
+        type=int,
+        default=1,
+        help="of the --jobs, how many run the models of GBs of weights (zoo.models.HEAVY_FULL, each lane one at a time; default 1)",
+    )
+    parser.add_argument(
         "--report",
         metavar="JSON",
         nargs="+",
@@ -843,6 +939,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guard-child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    steps_wanted = [s.strip() for s in ns.steps.split(",") if s.strip()]
+    unknown = [s for s in steps_wanted if s not in STEPS] + ([] if "build" in steps_wanted else ["(build is always run)"])
+    if unknown:
+        parser.error(f"--steps: {', '.join(unknown)}; the steps are {','.join(STEPS)}")
     if ns.guard_child:
         return _guard_child(ns.guard_child, ns.result)
     if ns.report:
@@ -854,7 +954,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(saved)
         print(markdown(merge_runs(runs)))
         return 0
-    from zoo import models
+    from zoo import models, schedule
 
     os.environ.pop("TRITON_CACHE_DIR", None)  # the bare path's children inherit this: cold Triton caches too
     from zoo.bare import LOADER_ENV
@@ -870,6 +970,17 @@ def main(argv: list[str] | None = None) -> int:
         finished |= {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
         bare_done |= {r["name"] for r in previous.get("results", []) if (r.get("bare") or {}).get("ok")}
     names = [n for n in names if n not in finished]
+    expected: dict[str, float] = {}
+    if ns.same_call:
+        bare_done = set()  # a ratio of a bare path and a build from different calls is not fair (zoo/schedule.py)
+        estimates = []
+        for saved in ns.expect:
+            previous = _load_json(saved)
+            if previous is None:
+                parser.error(f"cannot read {saved}")
+            estimates.append(previous)
+        expected = {n: s * ns.expect_scale for n, s in schedule.expected_seconds(estimates, steps=steps_wanted).items()}
+        names = schedule.longest_first(names, expected)
     for name in names:
         models.entry(name)  # an unknown name fails before any compile
     keep = ns.out is not None
@@ -882,6 +993,7 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": ns.jobs,
         "bare_loader": ns.bare_loader,
         "build_args": ns.build_arg,
+        "same_call": ns.same_call,
         "environment": environment(ns.device),
         "names": list(names),
         "results": [],
@@ -912,6 +1024,9 @@ def main(argv: list[str] | None = None) -> int:
             keep_packages=keep,
             one_at_a_time=models.HEAVY_FULL if ns.size == "full" and ns.jobs > 1 else (),
             bare_done=bare_done,
+            expected=expected,
+            heavy_lanes=ns.heavy_lanes,
+            steps_wanted=steps_wanted,
         )
     finally:
         if not keep:
@@ -924,7 +1039,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(ns.markdown, "w") as f:
             f.write(markdown(run) + "\n")
     print(summary(run))
-    return 0 if all(r["parity"] for r in results) and not run["not_run"] else 1
+    judged = [r for r in results if not r.get("steps")]
+    return (
+        0
+        if all(r["parity"] for r in judged)
+        and all((r.get("build") or {}).get("ok") or r.get("parity") for r in results)
+        and not run["not_run"]
+        else 1
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from aoti_guard.builder.twin import weights as twin_weights
 from aoti_guard.builder.validate.golden import TOLERANCE_RULE
 from aoti_guard.builder.validate.run import Validation
 from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
-from aoti_guard.pt2.writer import append_entries, copy_twin, hash_entries, zip_root
+from aoti_guard.pt2.writer import EntryHashes, append_entries, copy_twin, hash_entries, zip_root
 from runtime_probe import layout
 from runtime_probe._version import __version__
 from runtime_probe.ladder.printer import BASELINE_VERSION as NONFINITE_BASELINE_VERSION
@@ -64,8 +64,10 @@ def assemble(
     twin_pt2: str | None,
     outcome: Validation,
     signer: SigningKey | None = None,
+    release_hashes: EntryHashes | None = None,
 ) -> tuple[Manifest, SignedManifest | None]:
     """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
+    ``release_hashes``: the release package's entries hashed while the build went on (writer.py).
 
     Raises:
         GuardError: signing failed; the manifest was not appended.
@@ -103,6 +105,8 @@ def assemble(
     tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
     constants = extract_constants(ep, wrapper.runtime_constants(), outcome.constant_names.renamed, outcome.constant_names.unpaired)
 
+    # waited for before anything is appended: the thread reads the zip's directory as it stands
+    early: dict[str, str] = release_hashes.known(release_pt2) if release_hashes is not None else {}
     golden = None
     if outcome.golden_bytes is not None:
         append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
@@ -117,9 +121,9 @@ def assemble(
             tuple(outcome.compact) or None,
         )
     twin = None
-    hashed: dict[str, str] = {}
+    hashed = dict(early)
     if twin_pt2 is not None:
-        hashed = copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
+        hashed |= copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
         weights = twin_weights(options.twin_weights, options.device)
         configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
         recorded = (outcome.twin_info or {}).get("nonfinite")

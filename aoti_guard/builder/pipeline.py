@@ -269,6 +269,7 @@ class BuildState:
     twin_child: twin_mod.TwinChild | None = None  # the twin compiling beside the release model (twin.py)
     twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
     outcome: validate.Validation | None = None
+    release_hashes: package_mod.EntryHashes | None = None  # the release package's entries, hashed while validation runs
     report_path: str = ""
     export_guards_failed: bool = False  # an export guard not accepted (build.export_specialized): the package is rejected
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
@@ -386,6 +387,7 @@ def compile_step(st: BuildState) -> StepResult:
             evidence={"lines": exc.lines},
         )
         raise StepFailed([finding], "compile failed") from exc
+    st.release_hashes = package_mod.EntryHashes(st.release_pt2)  # the package phase takes them (assemble.py)
     narrowed = _narrow_to_native_checks(st)
     findings, detail = _check_targets(st)
     return narrowed + findings, {"files": len(files), **detail}
@@ -564,7 +566,9 @@ def package_step(st: BuildState) -> StepResult:
     failed = has_errors(st.outcome.findings) or st.export_guards_failed
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
     try:
-        manifest, signed = assemble(st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer)
+        manifest, signed = assemble(
+            st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer, st.release_hashes
+        )
     except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
         raise StepFailed([error("build.sign_failed", "package", f"signing the package failed: {exc.message}", hint=hint)], "") from exc

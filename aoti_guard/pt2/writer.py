@@ -8,6 +8,7 @@ files are never copied twice.
 from __future__ import annotations
 
 import hashlib
+import threading
 import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.package.archive import open_archive
 
-__all__ = ["append_entries", "copy_twin", "entry_info", "hash_entries", "package_release", "sha256_bytes", "zip_root"]
+__all__ = [
+    "EntryHashes",
+    "append_entries",
+    "copy_twin",
+    "entry_info",
+    "hash_entries",
+    "package_release",
+    "sha256_bytes",
+    "zip_root",
+]
 
 _CHUNK = 1024 * 1024
 
@@ -81,3 +91,56 @@ def hash_entries(path: str, known: Mapping[str, str] | None = None) -> dict[str,
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# An entry as the zip's directory places it: where its header is, its stored size, its CRC-32.
+_Placed = tuple[int, int, int]
+
+
+class EntryHashes:
+    """The SHA-256 of a package's entries, computed in a thread while the build goes on.
+
+    The release package is complete once it compiles, and only appended to after that; hashing its
+    entries (at full size GBs of weights: llama's package phase was 13 s, most of it this) can
+    overlap validation instead of following it. ``known(path)`` gives the hashes of the entries
+    still where and as they were hashed (offset, size and CRC-32 in the zip's directory), for
+    ``hash_entries``'s ``known``; anything else is hashed again there, so a failure here (or a
+    changed entry) costs time, never a wrong hash. hashlib and file reads release the GIL."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._hashed: dict[str, tuple[_Placed, str]] = {}
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="aoti-guard-entry-hashes", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with zipfile.ZipFile(self._path) as zf:
+                for info in zf.infolist():
+                    rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
+                    if info.is_dir() or rel in layout.UNHASHED:
+                        continue
+                    digest = hashlib.sha256()
+                    with zf.open(info) as fh:
+                        while chunk := fh.read(_CHUNK):
+                            digest.update(chunk)
+                    self._hashed[rel] = ((info.header_offset, info.compress_size, info.CRC), digest.hexdigest())
+        except Exception as exc:  # noqa: BLE001 - a head start only: hash_entries hashes whatever is missing
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._hashed = {}
+
+    def known(self, path: str) -> dict[str, str]:
+        """Wait for the thread; the hashes of the entries of ``path`` that are unchanged since.
+        Call it before appending to the package: the thread may still be reading its directory."""
+        self._thread.join()
+        if not self._hashed:
+            return {}
+        out: dict[str, str] = {}
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
+                placed, digest = self._hashed.get(rel, (None, ""))
+                if placed == (info.header_offset, info.compress_size, info.CRC):
+                    out[rel] = digest
+        return out

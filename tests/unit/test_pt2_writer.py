@@ -60,3 +60,32 @@ def test_the_toolchain_reads_the_release_so_through_a_view(tmp_path: Path, monke
     assert seen == [memoryview]
     expected = toolchain.so_requirements(so.read_bytes())
     assert expected["glibcxx"] and tools.glibcxx_required == expected["glibcxx"]
+
+
+def test_entries_hashed_in_the_background_are_the_packaged_bytes(tmp_path: Path) -> None:
+    """The release package's entries are hashed while validation runs (EntryHashes): what it hands
+    the package phase is what hash_entries reads, for the entries that did not change since."""
+    release = tmp_path / "release.pt2"
+    weights = bytes(range(256)) * 20_000
+    _package(release, layout.RELEASE_MODEL, {"m.wrapper.so": weights, "m.wrapper.cpp": b"// cpp"})
+    known = writer.EntryHashes(str(release)).known(str(release))  # waited for before the package phase appends
+    writer.append_entries(str(release), [(layout.GOLDEN, b"golden")])
+    so = f"{layout.model_dir(layout.RELEASE_MODEL)}m.wrapper.so"
+    assert known[so] == writer.sha256_bytes(weights) and layout.GOLDEN not in known
+    assert writer.hash_entries(str(release), known=known) == writer.hash_entries(str(release))
+
+
+def test_an_entry_rewritten_after_the_early_hash_is_hashed_again(tmp_path: Path) -> None:
+    release = tmp_path / "release.pt2"
+    _package(release, layout.RELEASE_MODEL, {"m.wrapper.so": b"first" * 100, "m.wrapper.cpp": b"// cpp"})
+    early = writer.EntryHashes(str(release))
+    early.known(str(release))  # the thread is done
+    _package(release, layout.RELEASE_MODEL, {"m.wrapper.so": b"other" * 100, "m.wrapper.cpp": b"// cpp"})
+    known = early.known(str(release))
+    assert f"{layout.model_dir(layout.RELEASE_MODEL)}m.wrapper.so" not in known  # a different CRC: not trusted
+    assert writer.hash_entries(str(release), known=known) == writer.hash_entries(str(release))
+
+
+def test_a_failed_early_hash_costs_time_not_a_wrong_hash(tmp_path: Path) -> None:
+    early = writer.EntryHashes(str(tmp_path / "missing.pt2"))
+    assert early.known(str(tmp_path / "missing.pt2")) == {} and early.error is not None

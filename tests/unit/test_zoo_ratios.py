@@ -232,3 +232,130 @@ def test_a_refusal_for_an_established_cause_is_a_catch_not_a_parity_failure() ->
     both = _result("x", {"ok": False, "error": "export failed"}, None)
     both["build"]["error_codes"] = ["build.export_specialized"]
     assert parity.judge(both)["catch"] is False and parity.judge(both)["parity"] is True
+
+
+# --- a fair ratio over a series of calls (zoo/schedule.py, --same-call) -----------------------------
+
+
+def test_expected_seconds_take_each_step_from_the_latest_run_that_had_it() -> None:
+    from zoo import schedule
+
+    old = {
+        "results": [
+            {"name": "m", "bare": _bare(wall_s=90.0), "build": {"ok": True, "seconds": 100.0}, "probe": {"ok": True, "seconds": 9.0}}
+        ]
+    }
+    new = {"results": [{"name": "m", "bare": None, "build": {"ok": True, "seconds": 120.0}, "guard": {"ok": True, "seconds": 5.0}}]}
+    only_build = {"results": [{"name": "n", "build": {"ok": True, "seconds": 50.0}}]}
+    failed = {"results": [{"name": "x", "build": {"ok": False, "seconds": 3.0}}]}
+    got = schedule.expected_seconds([old, new, only_build, failed])
+    # m: the bare child's whole wall (90), the newer build (120), the probe (9) and guard (5)
+    assert got == {"m": 224.0, "n": 90.0}  # n: its bare path estimated at 0.8 of its build; x: no estimate
+    assert schedule.longest_first(["n", "m", "new"], got) == ["new", "m", "n"]
+
+
+def test_a_model_that_would_not_finish_in_the_call_is_not_started(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ratio of a bare path from one call and a build from another is not fair: a model whose
+    steps would outlast the call's deadline waits for the next call, and a shorter one that fits
+    still runs."""
+    import time
+
+    started: list[str] = []
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        started.append(name)
+        return {"name": name, "parity": True}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    results = parity.run_parity(
+        ["long", "short", "unknown"],
+        size="full",
+        device="cuda",
+        out_dir=str(tmp_path),
+        timeout=10,
+        deadline=time.monotonic() + 100,
+        expected={"long": 400.0, "short": 60.0},
+    )
+    assert started == ["short", "unknown"]  # without an estimate it is tried
+    assert [r["name"] for r in results] == ["short", "unknown"]
+
+
+def test_same_call_measures_the_bare_path_again_and_runs_longest_first(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    asked: list[tuple[str, bool]] = []
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        asked.append((name, kw["bare"]))
+        return {"name": name, "parity": True, "build": {"ok": True}}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    earlier = tmp_path / "call1.json"  # resnet18's bare path packaged, its build cut by the deadline
+    earlier.write_text(json.dumps({"results": [{"name": "resnet18", "bare": _bare(), "build": {"ok": False}, "incomplete": "deadline"}]}))
+    estimates = tmp_path / "old.json"
+    estimates.write_text(
+        json.dumps(
+            {
+                "results": [
+                    {"name": "bert", "build": {"ok": True, "seconds": 50.0}},
+                    {"name": "resnet18", "build": {"ok": True, "seconds": 90.0}},
+                ]
+            }
+        )
+    )
+    common = ["bert", "resnet18", "--rest-of", str(earlier), "--json", str(tmp_path / "out.json")]
+    parity.main([*common, "--same-call", "--expect", str(estimates)])
+    assert asked == [("resnet18", True), ("bert", True)]  # the bare path again, and the longer first
+    asked.clear()
+    parity.main(common)  # without --same-call, the series keeps the earlier bare path
+    assert asked == [("bert", True), ("resnet18", False)]
+
+
+def test_two_heavy_lanes_let_two_heavy_models_overlap_but_not_three(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps: list[set[str]] = []
+
+    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
+        with lock:
+            running.add(name)
+            overlaps.append(set(running))
+        time.sleep(0.1)
+        with lock:
+            running.discard(name)
+        return {"name": name, "parity": True}
+
+    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    heavy = {"big1", "big2", "big3"}
+    parity.run_parity(
+        [*sorted(heavy), "a", "b"],
+        size="full",
+        device="cuda",
+        out_dir=str(tmp_path),
+        timeout=10,
+        jobs=4,
+        one_at_a_time=heavy,
+        heavy_lanes=2,
+    )
+    most = max(len(seen & heavy) for seen in overlaps)
+    assert most == 2
+
+
+def test_the_build_timeline_reads_the_log_files_events(tmp_path: Any) -> None:
+    log = tmp_path / "build.log"
+    log.write_text(
+        "2026-11-25T17:09:55.100 [resolve] start\n"
+        "2026-11-25T17:09:56.350 [resolve] passed in 0.59s\n"
+        "2026-11-25T17:10:13 [validate] validating one sample at a time: eager, float64 and the compiled model in a child\n"
+        "2026-11-25T17:10:18.000 DeprecationWarning _script.py:365: torch noise without a phase\n"
+        "not a line of the log at all\n"
+    )
+    rows = parity.build_timeline(str(log))
+    assert rows[0] == [0.0, "resolve", "start"]
+    assert rows[1] == [1.25, "resolve", "passed in 0.59s"]
+    assert rows[2][0] == pytest.approx(17.9) and rows[2][1] == "validate"
+    assert len(rows) == 3  # lines without a phase are not events
+    assert parity.build_timeline(str(tmp_path / "missing.log")) == []
