@@ -606,7 +606,8 @@ def run_parity(
         with _LOCK:
             done[name] = r
             ordered = [done[n] for n in names if n in done]
-        _progress(name, "parity", {True: "yes", False: "NO", None: "unknown (deadline)"}[r["parity"]])
+        verdict = {True: "yes", False: "NO", None: "unknown (deadline)"}[r["parity"]]
+        _progress(name, "parity", "not judged (--steps)" if r.get("steps") and r["parity"] is None else verdict)
         if on_result is not None:
             on_result(ordered)
 
@@ -790,7 +791,7 @@ def table(run: dict[str, Any]) -> str:
 
 
 def summary(run: dict[str, Any]) -> str:
-    results = run.get("results", [])
+    results = [r for r in run.get("results", []) if not (r.get("steps") and r.get("parity") is None)]  # not judged: --steps
     parity = [r for r in results if r.get("parity")]
     catches = [r["name"] for r in results if r.get("catch")]
     incomplete = [r["name"] for r in results if r.get("incomplete")]
