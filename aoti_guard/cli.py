@@ -220,16 +220,6 @@ def cli() -> None:
     "(measured faster on CPU and on an H100).",
 )
 @click.option(
-    "--twin-tuning",
-    type=click.Choice(["auto", "light", "release"]),
-    default="auto",
-    show_default=True,
-    help="How the twin's GPU kernels are tuned: light (each pointwise kernel takes Inductor's one heuristic launch config "
-    "instead of compiling and timing every candidate; its values do not depend on it, and the build checks the twin "
-    "against the release model), release (as the release model's); auto: light when the twin compiles concurrently, "
-    "release after the release model (whose kernels it then reuses).",
-)
-@click.option(
     "--twin-weights",
     type=click.Choice(["auto", "shared", "own"]),
     default="auto",
@@ -384,7 +374,6 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         debug_twin=not params["no_debug_twin"],
         twin_schedule=params["twin_schedule"],
         twin_weights=params["twin_weights"],
-        twin_tuning=params["twin_tuning"],
         trace_dir=params["trace_dir"],
         allow_nonfinite=params["allow_nonfinite"],
         allow_partial_coverage=params["allow_partial_coverage"],

@@ -13,12 +13,10 @@ import datetime as _dt
 from typing import Any
 
 from aoti_guard.builder import toolchain
-from aoti_guard.builder.compile import SHARED_WEIGHTS_CONFIG, TWIN_CONFIGS, TWIN_LIGHT_TUNING
+from aoti_guard.builder.compile import SHARED_WEIGHTS_CONFIG, TWIN_CONFIGS
 from aoti_guard.builder.contract import extract_constants
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.targets import CPU_ISA_LEVELS
-from aoti_guard.builder.twin import schedule as twin_schedule
-from aoti_guard.builder.twin import tuning as twin_tuning
 from aoti_guard.builder.twin import weights as twin_weights
 from aoti_guard.builder.validate.golden import TOLERANCE_RULE
 from aoti_guard.builder.validate.run import Validation
@@ -127,12 +125,7 @@ def assemble(
     if twin_pt2 is not None:
         hashed |= copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
         weights = twin_weights(options.twin_weights, options.device)
-        light = twin_tuning(options.twin_tuning, twin_schedule(options.twin_schedule)) == "light"
-        configs = {
-            **({k: v for k, v in TWIN_LIGHT_TUNING.items() if k not in options.inductor_configs} if light else {}),
-            **TWIN_CONFIGS,
-            **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {}),
-        }
+        configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
         recorded = (outcome.twin_info or {}).get("nonfinite")
         twin = TwinInfo(
             layout.TWIN_MODEL,

@@ -19,7 +19,6 @@ from runtime_probe.torch_compat import aot_compile, has_inductor_config, inducto
 __all__ = [
     "SHARED_WEIGHTS_CONFIG",
     "TWIN_CONFIGS",
-    "TWIN_LIGHT_TUNING",
     "CompileError",
     "compile_files",
     "describe_compile_error",
@@ -36,10 +35,6 @@ __all__ = [
 # mask on every call, and on CPU it checks the graph inputs only. Measured: docs/probe.md,
 # "The debug twin's instrument".
 TWIN_CONFIGS: dict[str, Any] = {"nan_asserts": False, "aot_inductor.debug_intermediate_value_printer": "2"}
-# ``--twin-tuning light`` (builder/twin.py, ``tuning``): a pointwise Triton kernel is compiled with
-# Inductor's one heuristic launch config, not with each of its candidates (2 to 6 per kernel,
-# every one compiled and timed at build time on CUDA); no effect on CPU code.
-TWIN_LIGHT_TUNING: dict[str, Any] = {"triton.autotune_pointwise": False}
 # Options that would make the twin unusable on its own (weights outside its .so) are not inherited.
 _NOT_FOR_TWIN = ("aot_inductor.package_constants_in_so", "aot_inductor.package_constants_on_disk_format")
 # Set False for a twin that shares the release model's weights (``--twin-weights shared``).
@@ -90,13 +85,10 @@ def release_configs(user: Mapping[str, Any], metadata: Mapping[str, str], *, min
     return configs
 
 
-def twin_configs(release: Mapping[str, Any], *, own_weights: bool = True, light_tuning: bool = False) -> dict[str, Any]:
+def twin_configs(release: Mapping[str, Any], *, own_weights: bool = True) -> dict[str, Any]:
     """The release configs with the twin's instruments. ``own_weights=False``: no weights in the
-    twin's .so; whatever loads it gives it the release model's (runtime_probe.package.release_constants).
-    ``light_tuning``: ``TWIN_LIGHT_TUNING`` (a user's own setting of those keys is kept)."""
+    twin's .so; whatever loads it gives it the release model's (runtime_probe.package.release_constants)."""
     configs = {k: copy.deepcopy(v) for k, v in release.items() if k not in _NOT_FOR_TWIN}
-    if light_tuning:
-        configs.update({k: v for k, v in TWIN_LIGHT_TUNING.items() if k not in release and has_config(k)})
     configs.update(TWIN_CONFIGS)
     if not own_weights:
         configs[SHARED_WEIGHTS_CONFIG] = False

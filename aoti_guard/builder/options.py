@@ -23,7 +23,6 @@ class BuildOptions:
     debug_twin: bool = True
     twin_schedule: str = "auto"  # "auto" | "concurrent" | "after" (builder/twin.py)
     twin_weights: str = "auto"  # "auto" | "shared" | "own" (builder/twin.py)
-    twin_tuning: str = "auto"  # "auto" | "light" | "release" (builder/twin.py)
     trace_dir: str | None = None
     allow_nonfinite: bool = False
     allow_partial_coverage: bool = False  # a dynamic range whose min or max has no golden sample only warns

@@ -70,8 +70,6 @@ def check_options(options: BuildOptions) -> None:
         raise UsageError(f"unknown device {dev!r}", hint="use cpu, cuda or cuda:N")
     if options.twin_schedule not in twin_mod.SCHEDULES:
         raise UsageError(f"unknown twin schedule {options.twin_schedule!r}", hint=f"use one of: {', '.join(twin_mod.SCHEDULES)}")
-    if options.twin_tuning not in twin_mod.TUNINGS:
-        raise UsageError(f"unknown twin tuning {options.twin_tuning!r}", hint=f"use one of: {', '.join(twin_mod.TUNINGS)}")
     if options.twin_weights not in twin_mod.WEIGHTS:
         raise UsageError(f"unknown twin weights {options.twin_weights!r}", hint=f"use one of: {', '.join(twin_mod.WEIGHTS)}")
     user_samples_mod.check_sources(options.samples, "--samples")  # the files alone; the contract checks them after export
@@ -446,8 +444,7 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
 
 def _twin_configs(st: BuildState) -> dict[str, Any]:
     own = twin_mod.weights(st.options.twin_weights, st.options.device) == "own"
-    light = twin_mod.tuning(st.options.twin_tuning, twin_mod.schedule(st.options.twin_schedule)) == "light"
-    return compile_mod.twin_configs(st.configs, own_weights=own, light_tuning=light)
+    return compile_mod.twin_configs(st.configs, own_weights=own)
 
 
 def _twin_dir(st: BuildState) -> str:

@@ -45,7 +45,7 @@ from typing import Any
 from aoti_guard import _proc
 from aoti_guard.builder.saved_program import save_program
 
-__all__ = ["SCHEDULES", "TUNINGS", "WEIGHTS", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child", "tuning", "weights"]
+__all__ = ["SCHEDULES", "WEIGHTS", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child", "weights"]
 
 CHILD_MODULE = "aoti_guard.builder.twin_child"
 
@@ -54,26 +54,6 @@ SCHEDULES = ("auto", "concurrent", "after")
 
 
 WEIGHTS = ("auto", "shared", "own")
-
-
-TUNINGS = ("auto", "light", "release")
-
-
-def tuning(requested: str, schedule_used: str) -> str:
-    """How the twin's Triton kernels are tuned: ``"light"`` (a pointwise kernel takes Inductor's one
-    heuristic launch config instead of compiling and timing each candidate:
-    ``compile.TWIN_LIGHT_TUNING``) or ``"release"`` (as the release model's). ``requested`` is
-    ``--twin-tuning``; ``auto`` is light beside a concurrent release compile, where the twin's
-    compile competes with the release model's for the CPU, and release after it, where the twin
-    reuses the kernels the release compile built (a kernel with other configs is a cache miss).
-
-    An elementwise kernel's values do not depend on its tiling, so the twin still computes what
-    the release model does (the build checks: ``twin.max_abs_vs_release``); its speed does not
-    matter in a model run only to localise a failure. Reductions and matmuls are tuned as in the
-    release model: their choice can change the order of a sum."""
-    if requested != "auto":
-        return requested
-    return "light" if schedule_used == "concurrent" else "release"
 
 
 def weights(requested: str, device: str) -> str:

@@ -224,33 +224,3 @@ def test_an_unknown_twin_weights_value_is_a_usage_error(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="unknown twin weights"):
         pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_weights="both"))
-
-
-@pytest.mark.parametrize(
-    ("requested", "schedule", "expected"),
-    [
-        ("auto", "concurrent", "light"),  # the twin's compile competes with the release compile for the CPU
-        ("auto", "after", "release"),  # after it, the twin reuses the release model's kernels: same configs
-        ("release", "concurrent", "release"),
-        ("light", "after", "light"),
-    ],
-)
-def test_how_the_twins_kernels_are_tuned(requested: str, schedule: str, expected: str) -> None:
-    assert twin.tuning(requested, schedule) == expected
-
-
-def test_light_tuning_turns_off_only_the_pointwise_tuning_and_keeps_a_users_own_setting() -> None:
-    release = compile_mod.release_configs({}, {}, min_below_two=False)
-    light = compile_mod.twin_configs(release, light_tuning=True)
-    assert light["triton.autotune_pointwise"] is False
-    assert {k: v for k, v in light.items() if k != "triton.autotune_pointwise"} == compile_mod.twin_configs(release)
-    users = compile_mod.release_configs({"triton.autotune_pointwise": True}, {}, min_below_two=False)
-    assert compile_mod.twin_configs(users, light_tuning=True)["triton.autotune_pointwise"] is True
-
-
-def test_an_unknown_twin_tuning_is_a_usage_error(tmp_path: Path) -> None:
-    from runtime_probe.errors import UsageError
-
-    with pytest.raises(UsageError, match="unknown twin tuning") as raised:
-        pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_tuning="heavy"))
-    assert raised.value.hint is not None and "light" in raised.value.hint
