@@ -23,7 +23,8 @@ export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"
 REST=(); for f in ${SERIES:-}; do REST+=(--rest-of "$f"); done
-NAMES=$($PY -c "from zoo import models; print(' '.join(n for n in models.names() if n != 'timm_vit_tiny'))")
+# NAMES: these models only (e.g. NAMES="bert distilbert" JOBS=1: alone on the machine)
+NAMES=${NAMES:-$($PY -c "from zoo import models; print(' '.join(n for n in models.names() if n != 'timm_vit_tiny'))")}
 # shellcheck disable=SC2086
 timeout $(( ${DEADLINE:-570} + 25 )) $PY -m zoo.parity $NAMES --size full --device cuda --jobs "${JOBS:-8}" \
   --heavy-lanes "${HEAVY_LANES:-2}" --bare-loader direct --timeout 560 --deadline "${DEADLINE:-570}" \
