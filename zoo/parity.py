@@ -691,11 +691,25 @@ def public_command(command: str) -> str:
         prev = words[i - 1] if i else ""
         if prev == "--out":
             out.append("OUT")
-        elif prev in ("--json", "--markdown", "--report"):
+        elif prev in ("--json", "--markdown", "--report", "--expect", "--rest-of"):
             out.append(os.path.basename(w))
         else:
             out.append(w)
     return shlex.join(out)
+
+
+def public_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A saved run without this machine's paths (the runs are committed under docs/zoo-runs/):
+    the command's file arguments and each package by their names only."""
+    out = {**run, "command": public_command(str(run.get("command", "")))}
+    results = []
+    for r in run.get("results", []):
+        build = r.get("build")
+        if isinstance(build, dict) and isinstance(build.get("package"), str):
+            r = {**r, "build": {**build, "package": os.path.basename(build["package"])}}
+        results.append(r)
+    out["results"] = results
+    return out
 
 
 def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -1006,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.json:
             tmp = ns.json + ".tmp"
             with open(tmp, "w") as f:
-                json.dump(run, f, indent=1)
+                json.dump(public_run(run), f, indent=1)
             os.replace(tmp, ns.json)
 
     save([])

@@ -599,7 +599,10 @@ def package_step(st: BuildState) -> StepResult:
                 hint="do not ship it; see the validate phase" if has_errors(st.outcome.findings) else "see build.export_specialized",
             )
         )
-    return notes, {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
+    detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
+    if st.release_hashes is not None:
+        detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)
+    return notes, detail
 
 
 STEPS: tuple[tuple[str, Callable[[BuildState], StepResult]], ...] = (

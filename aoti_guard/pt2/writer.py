@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -111,6 +112,9 @@ class EntryHashes:
         self._path = path
         self._hashed: dict[str, tuple[_Placed, str]] = {}
         self.error: str | None = None
+        self.hashed_bytes = 0  # what the thread read
+        self.waited_s: float | None = None  # how long ``known`` waited for it (the package phase's detail)
+        self.used = 0  # how many of its hashes ``known`` handed on
         self._thread = threading.Thread(target=self._run, name="aoti-guard-entry-hashes", daemon=True)
         self._thread.start()
 
@@ -126,6 +130,7 @@ class EntryHashes:
                         while chunk := fh.read(_CHUNK):
                             digest.update(chunk)
                     self._hashed[rel] = ((info.header_offset, info.compress_size, info.CRC), digest.hexdigest())
+                    self.hashed_bytes += info.file_size
         except Exception as exc:  # noqa: BLE001 - a head start only: hash_entries hashes whatever is missing
             self.error = f"{type(exc).__name__}: {exc}"
             self._hashed = {}
@@ -133,7 +138,9 @@ class EntryHashes:
     def known(self, path: str) -> dict[str, str]:
         """Wait for the thread; the hashes of the entries of ``path`` that are unchanged since.
         Call it before appending to the package: the thread may still be reading its directory."""
+        started = time.monotonic()
         self._thread.join()
+        self.waited_s = round(time.monotonic() - started, 3)
         if not self._hashed:
             return {}
         out: dict[str, str] = {}
@@ -143,4 +150,12 @@ class EntryHashes:
                 placed, digest = self._hashed.get(rel, (None, ""))
                 if placed == (info.header_offset, info.compress_size, info.CRC):
                     out[rel] = digest
+        self.used = len(out)
+        return out
+
+    def detail(self) -> dict[str, object]:
+        """For the package phase's report: what was hashed early, and how long the phase waited."""
+        out: dict[str, object] = {"entries": self.used, "bytes": self.hashed_bytes, "waited_s": self.waited_s}
+        if self.error is not None:
+            out["error"] = self.error[:200]
         return out

@@ -50,6 +50,11 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     timings = validate["detail"]["timings"]
     assert timings[0]["sample"] == "example" and len(timings) >= 3
     assert all({"eager_s", "fp64_s", "compiled_s", "compare_s"} <= set(t) for t in timings)
+    # the release package's entries were hashed while validation ran (pt2/writer.py, EntryHashes),
+    # and the manifest's hashes are still those of the bytes in the package (the probe checks them)
+    package = next(p for p in report["phases"] if p["name"] == "package")
+    early = package["detail"]["early_hashes"]
+    assert early["entries"] > 0 and early["bytes"] > 0 and "error" not in early
 
 
 def test_static_manifest_matches_the_model(static_pkg: Built) -> None:

@@ -89,3 +89,12 @@ def test_an_entry_rewritten_after_the_early_hash_is_hashed_again(tmp_path: Path)
 def test_a_failed_early_hash_costs_time_not_a_wrong_hash(tmp_path: Path) -> None:
     early = writer.EntryHashes(str(tmp_path / "missing.pt2"))
     assert early.known(str(tmp_path / "missing.pt2")) == {} and early.error is not None
+
+
+def test_the_early_hashes_say_what_they_covered_and_the_wait(tmp_path: Path) -> None:
+    release = tmp_path / "release.pt2"
+    _package(release, layout.RELEASE_MODEL, {"m.wrapper.so": b"x" * 1000, "m.wrapper.cpp": b"// cpp"})
+    early = writer.EntryHashes(str(release))
+    early.known(str(release))
+    detail = early.detail()
+    assert detail["entries"] == 2 and detail["bytes"] == 1006 and isinstance(detail["waited_s"], float)

@@ -359,3 +359,45 @@ def test_the_build_timeline_reads_the_log_files_events(tmp_path: Any) -> None:
     assert rows[2][0] == pytest.approx(17.9) and rows[2][1] == "validate"
     assert len(rows) == 3  # lines without a phase are not events
     assert parity.build_timeline(str(tmp_path / "missing.log")) == []
+
+
+def test_steps_choose_what_runs_and_without_probe_and_guard_no_parity_is_judged(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(parity, "bare_step", lambda *a, **k: ran.append("bare") or _bare())
+    monkeypatch.setattr(parity, "build_step", lambda *a, **k: ran.append("build") or {"ok": True, "seconds": 150.0, "package": "m.pt2"})
+    monkeypatch.setattr(parity, "probe_step", lambda *a, **k: ran.append("probe") or {"ok": True})
+    monkeypatch.setattr(parity, "guard_step", lambda *a, **k: ran.append("guard") or {"ok": True})
+    r = parity.run_model("resnet18", out_dir=str(tmp_path), steps_wanted=("bare", "build"))
+    assert ran == ["bare", "build"] and r["steps"] == ["bare", "build"]
+    assert r["parity"] is None and r["build"]["ratio"] == 1.5  # the ratio is the point of such a run
+    with pytest.raises(SystemExit):
+        parity.main(["resnet18", "--steps", "bare,probes"])  # a typo is refused before anything runs
+    with pytest.raises(SystemExit):
+        parity.main(["resnet18", "--steps", "bare"])  # the build always runs
+
+
+def test_a_saved_run_holds_no_machine_paths() -> None:
+    run = {
+        "command": "python -m zoo.parity bert --json /somewhere/out/gpu.json --expect /home/u/old.json docs/zoo-runs/x.json --out /scratch/o",
+        "results": [{"name": "bert", "build": {"ok": True, "package": "/tmp/zoo-parity-abc/bert.pt2"}}],
+    }
+    public = parity.public_run(run)
+    assert public["command"] == "python -m zoo.parity bert --json gpu.json --expect old.json docs/zoo-runs/x.json --out OUT"
+    assert public["results"][0]["build"]["package"] == "bert.pt2"
+    assert run["results"][0]["build"]["package"].startswith("/tmp/")  # the run in memory keeps its paths
+
+
+def test_the_ratio_table_says_where_the_builds_extra_seconds_go() -> None:
+    from zoo import ratios
+
+    bare = {**_bare(), "export_s": 10.0, "compile_s": 90.0}  # process 123: 23 s of start-up
+    phases = {"export": 11.0, "compile": 100.0, "validate": 5.0, "debug_twin": 4.0, "package": 1.0}
+    build = {"ok": True, "seconds": 150.0, "phases": {k: {"seconds": v} for k, v in phases.items()}}
+    extra = ratios.extra_seconds(bare, build)
+    assert extra == {"startup": 6.0, "export": 1.0, "compile": 10.0, "validate": 5.0, "debug_twin": 4.0, "package": 1.0}
+    assert sum(extra.values()) == pytest.approx(150.0 - 123.0)  # the parts add up to build - bare process
+    run = {"jobs": 8, "results": [{"name": "m", "bare": bare, "build": build}, {"name": "cut", "bare": bare, "build": {"ok": False}}]}
+    (row,) = ratios.rows([run])  # a model whose build did not finish has no row
+    assert (row["ratio"], row["ratio_process"]) == (1.5, round(150 / 123, 2))
+    text = ratios.markdown([run])
+    assert "Build / bare process, median over 1 models: **1.22" in text and "| m | 100.0 | 123.0 | 150.0 | 1.22 | 1.50 |" in text
