@@ -177,12 +177,27 @@ def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str,
     if program is None:
         return None, f"the program could not be saved for a child ({why})"
     request = os.path.join(folder, "twin-request.pkl")
-    payload = pickle.dumps({"program": program, "configs": pickled_configs, "out": out_path, "model_name": model_name})
+    payload = pickle.dumps(
+        {"program": program, "configs": pickled_configs, "out": out_path, "model_name": model_name, "nice": child_niceness()}
+    )
     with open(request, "wb") as fh:
         fh.write(payload)
     result_path = os.path.join(folder, "twin-result.json")
     running = _proc.start(_proc.python_argv(CHILD_MODULE, request, result_path), log_path=os.path.join(folder, "twin-child.log"))
     return TwinChild(running, result_path, out_path), None
+
+
+# AOTI_GUARD_TWIN_NICE: the twin child's niceness (0: as the build's; for the GPU A/B, scripts/gpu_twin_nice_ab.sh).
+NICE_ENV = "AOTI_GUARD_TWIN_NICE"
+
+
+def child_niceness() -> int:
+    """The niceness the twin's child takes (``NICE_ENV``; 0 when unset or not a number 0..19)."""
+    try:
+        value = int(os.environ.get(NICE_ENV, "0"))
+    except ValueError:
+        return 0
+    return value if 0 <= value <= 19 else 0
 
 
 def _first_line(exc: BaseException) -> str:

@@ -93,6 +93,12 @@ def main(argv: list[str]) -> int:
     request_path, result_path = argv
     with open(request_path, "rb") as fh:
         request = pickle.load(fh)  # written by this build's own process, in its private work folder
+    niceness = int(request.get("nice") or 0)
+    if niceness > 0:
+        # Below the release compile: on a busy host the release model's kernels compile first, and
+        # the twin's same kernels then come from the shared Inductor and Triton caches (its compile
+        # pool's workers inherit the niceness).
+        os.nice(niceness)
     import torch
 
     from aoti_guard.builder.compile import CompileError, compile_files
