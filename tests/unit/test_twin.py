@@ -224,3 +224,30 @@ def test_an_unknown_twin_weights_value_is_a_usage_error(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="unknown twin weights"):
         pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_weights="both"))
+
+
+@pytest.mark.parametrize(("env", "niceness"), [(None, 19), ("0", 0), ("5", 5), ("19", 19), ("-3", 19), ("40", 19), ("low", 19)])
+def test_the_twin_child_runs_below_the_release_compile(env: str | None, niceness: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """19 by default (the GPU A/B, docs/zoo.md); AOTI_GUARD_TWIN_NICE overrides it, within 0..19."""
+    if env is None:
+        monkeypatch.delenv(twin.NICE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(twin.NICE_ENV, env)
+    assert twin.child_niceness() == niceness
+
+
+def test_the_twin_child_takes_its_niceness(program: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child lowers its own priority before it compiles (its compile workers inherit it)."""
+    import pickle
+
+    from aoti_guard.builder import twin_child
+
+    seen: list[int] = []
+    monkeypatch.setattr(twin_child.os, "nice", lambda n: seen.append(n) or n)
+    request = tmp_path / "req.pkl"
+    request.write_bytes(
+        pickle.dumps({"program": str(tmp_path / "missing.pt2"), "configs": pickle.dumps({}), "out": "x", "model_name": "m", "nice": 7})
+    )
+    twin_child.main([str(request), str(tmp_path / "result.json")])  # the load fails: reported, after the nice
+    assert seen == [7]
+    assert '"stage": "load"' in (tmp_path / "result.json").read_text()
