@@ -200,6 +200,9 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         "phases": {p["name"]: {"status": p.get("status"), "seconds": p.get("seconds")} for p in report.get("phases", [])},
         "samples": detail.get("samples") or [],
         "validate_timings": detail.get("timings") or [],  # per sample: eager, fp64, compiled, compare seconds
+        # the package phase, part by part, and the release entries hashed while validation ran
+        "package_timings": (_phase(report, "package").get("detail") or {}).get("timings") or {},
+        "early_hashes": (_phase(report, "package").get("detail") or {}).get("early_hashes"),
         # the build's twin check: kernels it printed, max |twin - release| on the example, and
         # whose weights it ran on ("release": shared, "own": its own copy)
         "twin": None

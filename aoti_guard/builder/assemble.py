@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import time
 from typing import Any
 
 from aoti_guard.builder import toolchain
@@ -65,9 +66,11 @@ def assemble(
     outcome: Validation,
     signer: SigningKey | None = None,
     release_hashes: EntryHashes | None = None,
+    timings: dict[str, float] | None = None,
 ) -> tuple[Manifest, SignedManifest | None]:
     """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
     ``release_hashes``: the release package's entries hashed while the build went on (writer.py).
+    ``timings`` gets the seconds of each part (the package phase's detail: where its time goes).
 
     Raises:
         GuardError: signing failed; the manifest was not appended.
@@ -77,6 +80,7 @@ def assemble(
 
     from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 
+    clock = _Parts(timings)
     root = zip_root(release_pt2)
     wrapper_text, libraries = "", []
     kernel_files: list[tuple[str, bytes]] = []
@@ -97,6 +101,7 @@ def assemble(
                     aoti_meta = {str(k): str(v) for k, v in json.loads(zf.read(name)).items()}
                 except ValueError:
                     aoti_meta = {}
+    clock.mark("read_release")
     wrapper = parse_wrapper_cpp(wrapper_text)
     target = toolchain.build_target(options.device, wrapper, aoti_meta, toolchain.kernel_images(kernel_files))
     if options.cuda_archs and options.device.startswith("cuda"):
@@ -104,9 +109,11 @@ def assemble(
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
     tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
     constants = extract_constants(ep, wrapper.runtime_constants(), outcome.constant_names.renamed, outcome.constant_names.unpaired)
+    clock.mark("toolchain_and_constants")
 
     # waited for before anything is appended: the thread reads the zip's directory as it stands
     early: dict[str, str] = release_hashes.known(release_pt2) if release_hashes is not None else {}
+    clock.mark("early_hashes_wait")
     golden = None
     if outcome.golden_bytes is not None:
         append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
@@ -122,6 +129,7 @@ def assemble(
         )
     twin = None
     hashed = dict(early)
+    clock.mark("golden")
     if twin_pt2 is not None:
         hashed |= copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
         weights = twin_weights(options.twin_weights, options.device)
@@ -143,6 +151,9 @@ def assemble(
             if recorded
             else None,
         )
+    clock.mark("twin")
+    hashes = hash_entries(release_pt2, known=hashed)
+    clock.mark("hashes")
     manifest = Manifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
         tool={"name": "aoti-guard", "version": __version__},
@@ -153,7 +164,7 @@ def assemble(
         target=target,
         toolchain=tools,
         constants=tuple(constants),
-        hashes=hash_entries(release_pt2, known=hashed),
+        hashes=hashes,
         golden=golden,
         debug_twin=twin if twin is not None and twin.weights == "own" else None,
         debug_twin_without_weights=twin if twin is not None and twin.weights == "release" else None,
@@ -168,7 +179,22 @@ def assemble(
         signed = sign_manifest(manifest_bytes, signer)
         entries.append((layout.SIGNATURE, signed.entry))
     append_entries(release_pt2, entries)
+    clock.mark("manifest")
     return manifest, signed
+
+
+class _Parts:
+    """Seconds per part of the package phase, each since the previous ``mark`` (into ``into``)."""
+
+    def __init__(self, into: dict[str, float] | None) -> None:
+        self.into = into
+        self.last = time.perf_counter()
+
+    def mark(self, part: str) -> None:
+        now = time.perf_counter()
+        if self.into is not None:
+            self.into[part] = round(now - self.last, 3)
+        self.last = now
 
 
 def summary(manifest: Manifest) -> dict[str, Any]:

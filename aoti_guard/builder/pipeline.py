@@ -565,9 +565,10 @@ def package_step(st: BuildState) -> StepResult:
     assert st.contract is not None and st.outcome is not None
     failed = has_errors(st.outcome.findings) or st.export_guards_failed
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
+    timings: dict[str, float] = {}  # where the phase's time goes (assemble.py)
     try:
         manifest, signed = assemble(
-            st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer, st.release_hashes
+            st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer, st.release_hashes, timings
         )
     except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
@@ -602,6 +603,7 @@ def package_step(st: BuildState) -> StepResult:
     detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
     if st.release_hashes is not None:
         detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)
+    detail["timings"] = timings
     return notes, detail
 
 

@@ -55,6 +55,9 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     package = next(p for p in report["phases"] if p["name"] == "package")
     early = package["detail"]["early_hashes"]
     assert early["entries"] > 0 and early["bytes"] > 0 and "error" not in early
+    parts = package["detail"]["timings"]  # where the phase's seconds went, part by part
+    assert set(parts) == {"read_release", "toolchain_and_constants", "early_hashes_wait", "golden", "twin", "hashes", "manifest"}
+    assert sum(parts.values()) <= package["seconds"] + 0.01
 
 
 def test_static_manifest_matches_the_model(static_pkg: Built) -> None:

@@ -214,6 +214,10 @@ def test_the_summary_divides_package_bytes_and_counts_shared_twins() -> None:
         }
     )
     assert summarized["twin"] == {"max_abs_vs_release": 0.0, "kernels": 2, "weights": "release"}
+    package = {"timings": {"twin": 0.5, "hashes": 2.0}, "early_hashes": {"entries": 3, "bytes": 10, "waited_s": 0.1}}
+    with_package = parity.summarize_build({"phases": [{"name": "package", "detail": package}]})
+    assert with_package["package_timings"] == {"twin": 0.5, "hashes": 2.0}  # where a GPU run's package phase went
+    assert with_package["early_hashes"]["entries"] == 3
 
 
 def test_a_refusal_for_an_established_cause_is_a_catch_not_a_parity_failure() -> None:
