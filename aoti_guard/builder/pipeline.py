@@ -13,8 +13,8 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aoti_guard.builder import compile as compile_mod
@@ -22,6 +22,7 @@ from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder import twin_step as twin_step_mod
 from aoti_guard.builder import user_samples as user_samples_mod
 from aoti_guard.builder.assemble import assemble, summary
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
@@ -29,8 +30,9 @@ from aoti_guard.builder.export import eager_run, export_program
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.resolve import FactoryError, resolve_target
+from aoti_guard.builder.state import BuildState
+from aoti_guard.builder.twin_step import twin_step
 from aoti_guard.builder.validate import run as validate
-from aoti_guard.builder.validate import twin_check
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
@@ -39,7 +41,7 @@ from runtime_probe import layout
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import Worker
 from runtime_probe.errors import GuardError, ToolError, UsageError
-from runtime_probe.findings import Finding, Severity, error, has_errors, warning
+from runtime_probe.findings import Finding, error, has_errors, warning
 from runtime_probe.formats import wrapper_cpp
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
@@ -245,39 +247,6 @@ def _report(recorder: Recorder, extra: dict[str, Any], out_path: str) -> Report:
     )
 
 
-@dataclass
-class BuildState:
-    """What the steps hand each other. Filled in order: spec -> ep/contract -> release -> twin -> outcome."""
-
-    target: str | BuildSpec | None
-    options: BuildOptions
-    work: str
-    worker: Worker
-    out_path: str
-    signer: SigningKey | None
-    note: Callable[[str], None]
-    extra: dict[str, Any] = field(default_factory=dict)
-    spec: BuildSpec | None = None
-    is_program: bool = False
-    dynamic: Any = None
-    eager_fn: Any = None
-    ep: Any = None
-    contract: IOContract | None = None
-    configs: Mapping[str, Any] = field(default_factory=dict)
-    release_pt2: str = ""
-    twin_pt2: str | None = None
-    twin_child: twin_mod.TwinChild | None = None  # the twin compiling beside the release model (twin.py)
-    twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
-    outcome: validate.Validation | None = None
-    release_hashes: package_mod.EntryHashes | None = None  # the release package's entries, hashed while validation runs
-    report_path: str = ""
-    export_guards_failed: bool = False  # an export guard not accepted (build.export_specialized): the package is rejected
-    cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
-    example_outputs: Any = None  # eager's outputs on the example, from the export step
-    graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
-    user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (user_samples.py)
-
-
 def resolve_step(st: BuildState) -> StepResult:
     """The factory, the device, the dynamic dims."""
     import torch
@@ -366,8 +335,10 @@ def compile_step(st: BuildState) -> StepResult:
     stem = os.path.splitext(os.path.basename(st.out_path))[0]
     st.release_pt2 = os.path.join(st.work, f"{stem}.pt2")
     if st.options.debug_twin and twin_mod.schedule(st.options.twin_schedule) == "concurrent":
-        twin_configs = _twin_configs(st)
-        st.twin_child, st.twin_not_in_child = twin_mod.start_child(st.ep, twin_configs, _twin_dir(st), _twin_path(st), layout.TWIN_MODEL)
+        twin_configs = twin_step_mod.twin_configs(st)
+        st.twin_child, st.twin_not_in_child = twin_mod.start_child(
+            st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL
+        )
         if st.twin_child is not None:
             st.note("the debug twin compiles in a child process beside the release model")
     try:
@@ -440,86 +411,6 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
     if has_errors(findings):
         raise StepFailed(findings, "the kernels do not cover --cuda-arch")
     return findings, {"target": {"cuda_archs": list(st.options.cuda_archs), "sass": list(stub.kernel_archs)}}
-
-
-def _twin_configs(st: BuildState) -> dict[str, Any]:
-    own = twin_mod.weights(st.options.twin_weights, st.options.device) == "own"
-    return compile_mod.twin_configs(st.configs, own_weights=own)
-
-
-def _twin_dir(st: BuildState) -> str:
-    return os.path.join(st.work, "twin")
-
-
-def _twin_path(st: BuildState) -> str:
-    stem = os.path.splitext(os.path.basename(st.out_path))[0]
-    return os.path.join(_twin_dir(st), f"{stem}.pt2")
-
-
-def twin_step(st: BuildState) -> StepResult:
-    """The sanitized debug twin (the kernel value printer); a failure only warns.
-
-    Where it compiles is builder/twin.py's choice: in a child started with the release compile,
-    which validation overlaps (this step then waits for what is left of it), or here. Then it is
-    checked in validation's child (validate/twin_check.py): the example, the other samples'
-    non-finite baseline, and the release model's outputs to agree with."""
-    if not st.options.debug_twin:
-        return [], {"skipped": "--no-debug-twin"}
-    compiled, compile_detail = _twin_compiled(st)
-    findings, detail = list(compiled), dict(compile_detail or {})
-    if st.twin_pt2 is None or st.outcome is None:
-        return findings, detail
-    st.note("running the debug twin")
-    st.outcome.twin_info, checked = twin_check.check_twin(st.outcome, st.twin_pt2, st.release_pt2, st.options)
-    if st.outcome.twin_info is None:
-        detail["check"] = "not run: validation left no child with the release model loaded (see the validate phase)"
-    else:
-        detail["check"] = st.outcome.twin_info
-    return [*findings, *checked], detail
-
-
-def _twin_compiled(st: BuildState) -> StepResult:
-    """Wait for the twin's child, or compile the twin here; ``st.twin_pt2`` is set when it compiled."""
-    os.makedirs(_twin_dir(st), exist_ok=True)
-    child, st.twin_child = st.twin_child, None
-    detail: dict[str, Any] = {"where": "this process, after the release model"}
-    if child is not None:
-        st.note("waiting for the debug twin's child process")
-        result = child.wait(st.options.timeout_s)
-        if result.ok:
-            st.twin_pt2 = _twin_path(st)
-            return [], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
-        lines = list(result.lines) or ["no error text"]
-        if not result.retry_here:
-            finding = _twin_failed(lines, result.hint, {"stage": result.stage, "where": "child"})
-            return [finding], {"where": "a child process, beside the release compile", "child_s": round(result.seconds, 1)}
-        st.twin_not_in_child = (
-            f"its child could not {'compile' if result.stage == 'compile' else 'load'} the saved program: {lines[0][:300]}"
-        )
-    if st.twin_not_in_child is not None:
-        st.note(f"the debug twin compiles here, after the release model ({st.twin_not_in_child})")
-        detail["not_in_child"] = st.twin_not_in_child
-    try:
-        package_mod.package_release(_twin_path(st), compile_mod.compile_files(st.ep, _twin_configs(st)), layout.TWIN_MODEL)
-    except compile_mod.CompileError as exc:
-        return [_twin_failed(exc.lines, None, {})], detail
-    st.twin_pt2 = _twin_path(st)
-    return [], detail
-
-
-def _twin_failed(lines: list[str], hint: str | None, evidence: dict[str, Any]) -> Finding:
-    exhausted = resources.from_text("\n".join(lines))
-    if exhausted is not None:  # the release package is still valid: a warning, as for any twin failure
-        return resources.finding(
-            exhausted, "debug_twin", "compiling the debug twin", severity=Severity.WARNING, evidence={"lines": lines, **evidence}
-        )
-    return warning(
-        "build.twin_failed",
-        "debug_twin",
-        f"the debug twin did not compile: {(lines or ['no error text'])[0][:300]}",
-        hint=hint or "the release package is still built; the probe cannot escalate to a twin",
-        evidence={"lines": lines, **evidence},
-    )
 
 
 def validate_step(st: BuildState) -> StepResult:

@@ -15,7 +15,9 @@ from torch.utils import _pytree as pytree
 
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import pipeline, twin
+from aoti_guard.builder import twin_step as twin_step_mod
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.state import BuildState
 from aoti_guard.pt2 import writer
 
 
@@ -142,11 +144,9 @@ class _FakeChild:
         raise AssertionError("the step waits, it does not kill")
 
 
-def _state(tmp_path: Path, child: Any) -> pipeline.BuildState:
+def _state(tmp_path: Path, child: Any) -> BuildState:
     notes: list[str] = []
-    st = pipeline.BuildState(
-        None, BuildOptions(output=str(tmp_path / "m.pt2")), str(tmp_path), None, str(tmp_path / "m.pt2"), None, notes.append
-    )  # type: ignore[arg-type]
+    st = BuildState(None, BuildOptions(output=str(tmp_path / "m.pt2")), str(tmp_path), None, str(tmp_path / "m.pt2"), None, notes.append)  # type: ignore[arg-type]
     st.twin_child = child
     st.ep = object()
     return st
@@ -166,7 +166,7 @@ def test_a_child_that_could_not_load_or_compile_the_saved_program_falls_back_to_
 ) -> None:
     child = _FakeChild(twin.TwinResult(False, 3.0, stage, ("NotImplementedError: a type is not registered",)))
     st = _state(tmp_path, child)
-    findings, detail = pipeline.twin_step(st)
+    findings, detail = twin_step_mod.twin_step(st)
     assert child.waited and findings == []
     assert len(compiled_here) == 1 and compiled_here[0]["aot_inductor.debug_intermediate_value_printer"] == "2"  # the twin's configs
     assert detail is not None and "not registered" in detail["not_in_child"] and stage in detail["not_in_child"]
@@ -179,7 +179,7 @@ def test_a_twin_that_failed_in_its_child_warns_and_is_not_compiled_again(
 ) -> None:
     child = _FakeChild(twin.TwinResult(False, 9.0, stage, ("CppCompileError: boom",), "a hint"))
     st = _state(tmp_path, child)
-    findings, _ = pipeline.twin_step(st)
+    findings, _ = twin_step_mod.twin_step(st)
     assert compiled_here == []  # a crash or a timeout would only repeat
     assert [f.code for f in findings] == ["build.twin_failed"]
     assert findings[0].severity.value == "warning" and "boom" in findings[0].message and findings[0].hint == "a hint"
@@ -189,7 +189,7 @@ def test_a_twin_that_failed_in_its_child_warns_and_is_not_compiled_again(
 
 def test_a_twin_that_compiled_in_its_child_is_used(tmp_path: Path, compiled_here: list[dict[str, Any]]) -> None:
     st = _state(tmp_path, _FakeChild(twin.TwinResult(True, 12.5)))
-    findings, detail = pipeline.twin_step(st)
+    findings, detail = twin_step_mod.twin_step(st)
     assert findings == [] and compiled_here == []
     assert detail == {"where": "a child process, beside the release compile", "child_s": 12.5}
     assert st.twin_pt2 == str(tmp_path / "twin" / "m.pt2")
