@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime_probe import numerics as _numerics
@@ -241,7 +241,7 @@ def op_run(
     if refused is not None:
         return refused
     leaves: list[Any] = []
-    resized = _resized(inputs, tensors, sample, resize, contract_from) if resize else {}
+    resized = _resized(inputs, tensors, sample, resize, contract_from, made) if resize else {}
     for spec in inputs:
         if spec["kind"] == "tensor":
             t = made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
@@ -404,22 +404,29 @@ def _read_manifest(package: str) -> Any:
 
 
 def _resized(
-    inputs: list[dict[str, Any]], tensors: Any, sample: dict[str, Any], resize: dict[str, list[int]], package: str | None
+    inputs: list[dict[str, Any]],
+    tensors: Any,
+    sample: dict[str, Any],
+    resize: dict[str, list[int]],
+    package: str | None,
+    made_from_recipes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``probe --shapes``: each resized input made by the generator of the build's golden samples
     (runtime_probe/golden/recipe.py) from the example's values and the package's contract: a
     mask padded on the right, on the left and not at all, ids across their table with both ends,
     positions that follow the mask, other values drawn from the example's. An input no recipe
     fits (no contract to read, a kind the generator does not make, a request over its byte caps)
-    keeps the example's values resampled, as before recipes existed."""
+    keeps the example's values resampled, as before recipes existed. ``made_from_recipes``: a
+    compact sample's inputs, made again from their recipes (its stored ones are in ``tensors``)."""
     import torch
 
     from runtime_probe.golden import recipe as _recipe
 
+    regenerated = made_from_recipes or {}
     examples = {
-        spec["name"]: tensors[sample["inputs"][spec["name"]]]
+        spec["name"]: regenerated[spec["name"]] if spec["name"] in regenerated else tensors[sample["inputs"][spec["name"]]]
         for spec in inputs
-        if spec["kind"] == "tensor" and spec["name"] in resize and spec["name"] in sample["inputs"]
+        if spec["kind"] == "tensor" and spec["name"] in resize and (spec["name"] in regenerated or spec["name"] in sample["inputs"])
     }
     made: dict[str, Any] = {}
     manifest = _read_manifest(package) if package else None

@@ -459,17 +459,35 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
 
 def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
     """--shapes: inputs at the sizes asked for, made in the child by the golden samples' generator
-    from the example sample's values, checked against the contract before they run (a size
-    outside it is a finding)."""
+    from the first golden sample's values, checked against the contract before they run (a size
+    outside it is a finding). A package whose samples were all over the cap (stored compact)
+    gives its first compact sample: the child makes its inputs again from their recipes first."""
     m = shared.manifest
-    if m is None or m.golden is None or not m.golden.samples or shared.golden_path is None:
+    if m is None or m.golden is None or shared.golden_path is None:
+        raise UsageError(
+            "--shapes generates inputs from the package's golden samples, and this package has none",
+            hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
+        )
+    base: dict[str, Any] = {}
+    if m.golden.samples:
+        base = {"inputs": dict(m.golden.samples[0].inputs)}
+    else:
+        compact, problems = _golden_cases.compact_cases(m, shared.golden_path)
+        if compact:
+            base = {"inputs": compact[0][1]["inputs"], "recipes": compact[0][1]["recipes"]}
+        elif m.golden.compact_samples:
+            raise UsageError(
+                "--shapes generates inputs from the package's golden samples, and none of its compact ones can be read: "
+                + "; ".join(f.message for f in problems)[:300],
+                hint="rebuild the package, or time your own inputs with --inputs FILE.safetensors --iterations N",
+            )
+    if not base:
         raise UsageError(
             "--shapes generates inputs from the package's golden samples, and this package has none",
             hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
         )
     sizes, symbols = resolve_shapes(parse_shapes(shared.options.shapes or ""), m.io.inputs)
-    example = m.golden.samples[0]
-    sample = {"id": "shapes", "inputs": example.inputs, "outputs": {}, "symbols": symbols}
+    sample = {"id": "shapes", "outputs": {}, "symbols": symbols, **base}
     args = _run_args(shared, dev, shared.golden_path, sample, user=True)
     args["resize"] = sizes
     return args

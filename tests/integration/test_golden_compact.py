@@ -164,3 +164,33 @@ def test_verify_only_checks_the_compact_samples_records(tiny_cap_pkg: Built, tmp
     proc, report = probe_json(rewrite(tiny_cap_pkg.path, tmp_path / "nopool.pt2", missing_pool), tmp_path, "--verify-only")
     found = [f for p in report["phases"] for f in p["findings"] if f["code"] == "golden.recipe_invalid"]
     assert proc.returncode == 1 and len(found) == 1 and found[0]["phase"] == "archive", proc.stdout[-2000:]
+
+
+@pytest.fixture(scope="session")
+def all_compact_pkg(pkg_dir: Path) -> Built:
+    """The mixed model with a 10-byte golden cap: no sample fits whole (the example, captured, is
+    dropped; min, max and mid are kept compact)."""
+    built = build_package(
+        pkg_dir, "allcompact", f"{MODELS}:mixed", "--no-debug-twin", "--golden-max-mb", "0.00001", "--dynamic", "x:0=batch:2..32",
+        "--dynamic", "ids:0=batch",
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return built
+
+
+def test_shapes_works_from_a_package_whose_samples_are_all_compact(all_compact_pkg: Built, tmp_path: Path) -> None:
+    """probe --shapes said "this package has none" of a package whose golden samples were all over
+    the cap: it now makes the first compact sample's inputs again from their recipes, and draws
+    the resized ones from them."""
+    _, m = _manifest(all_compact_pkg.path)
+    assert m["golden"]["samples"] == [] and {c["id"] for c in m["golden"]["compact_samples"]} == {"min", "max", "mid"}
+    saved = tmp_path / "saved"
+    proc = run_cli("probe", str(all_compact_pkg.path), "--fast", "--shapes", "x:16x8", "--save-inputs", str(saved), "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = _golden(json.loads(proc.stdout))["runs"]
+    shaped = next(r for r in runs if r["sample"] == "shapes")
+    assert shaped["outputs"]["output[0]"]["shape"] == [16, 8]
+    inputs = _safetensors.load(str(saved / "shapes.inputs.safetensors"))
+    assert tuple(inputs["x"].shape) == (16, 8) and tuple(inputs["ids"].shape) == (16,)
+    compact_ids = next(r for r in m["golden"]["compact_samples"][0]["recipes"] if r["input"] == "ids")
+    assert compact_ids["low"] <= int(inputs["ids"].min()) and int(inputs["ids"].max()) <= compact_ids["high"]
