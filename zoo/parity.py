@@ -963,14 +963,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steps: {', '.join(unknown)}; the steps are {','.join(STEPS)}")
     if ns.guard_child:
         return _guard_child(ns.guard_child, ns.result)
-    if ns.report:
+
+    def saved_runs(paths: Sequence[str]) -> list[dict[str, Any]]:
+        """The saved runs at ``paths``; a file that cannot be read is a usage error."""
         runs = []
-        for path in ns.report:
+        for path in paths:
             saved = _load_json(path)
             if saved is None:
                 parser.error(f"cannot read {path}")
             runs.append(saved)
-        print(markdown(merge_runs(runs)))
+        return runs
+
+    if ns.report:
+        print(markdown(merge_runs(saved_runs(ns.report))))
         return 0
     from zoo import models, schedule
 
@@ -981,23 +986,15 @@ def main(argv: list[str] | None = None) -> int:
     names = ns.names or models.names()
     finished: set[str] = set()
     bare_done: set[str] = set()  # an earlier call's bare path packaged it: not measured twice
-    for saved in ns.rest_of or []:
-        previous = _load_json(saved)
-        if previous is None:
-            parser.error(f"cannot read {saved}")
+    for previous in saved_runs(ns.rest_of or []):
         finished |= {r["name"] for r in previous.get("results", []) if not r.get("incomplete")}
         bare_done |= {r["name"] for r in previous.get("results", []) if (r.get("bare") or {}).get("ok")}
     names = [n for n in names if n not in finished]
     expected: dict[str, float] = {}
     if ns.same_call:
         bare_done = set()  # a ratio of a bare path and a build from different calls is not fair (zoo/schedule.py)
-        estimates = []
-        for saved in ns.expect:
-            previous = _load_json(saved)
-            if previous is None:
-                parser.error(f"cannot read {saved}")
-            estimates.append(previous)
-        expected = {n: s * ns.expect_scale for n, s in schedule.expected_seconds(estimates, steps=steps_wanted).items()}
+        estimates = schedule.expected_seconds(saved_runs(ns.expect), steps=steps_wanted)
+        expected = {n: s * ns.expect_scale for n, s in estimates.items()}
         names = schedule.longest_first(names, expected)
     for name in names:
         models.entry(name)  # an unknown name fails before any compile

@@ -117,9 +117,8 @@ def test_a_tool_failure_keeps_its_exception_in_the_summary() -> None:
     assert parity._first_error(report) == "build.export_failed: build failed unexpectedly (a bug)"
 
 
-def test_heavy_models_run_one_at_a_time_beside_the_others(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four full-size models of GBs of weights at once filled the GPU machine's 64 GB disk: the
-    ``one_at_a_time`` models never overlap one another, while the others still run beside them."""
+def _record_overlaps(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[set[str]]:
+    """run_model replaced by a sleep of ``seconds``; returns, as they start, the models running at once."""
     import threading
     import time
 
@@ -131,12 +130,19 @@ def test_heavy_models_run_one_at_a_time_beside_the_others(tmp_path: Any, monkeyp
         with lock:
             running.add(name)
             overlaps.append(set(running))
-        time.sleep(0.05)
+        time.sleep(seconds)
         with lock:
             running.discard(name)
         return {"name": name, "parity": True}
 
     monkeypatch.setattr(parity, "run_model", fake_run_model)
+    return overlaps
+
+
+def test_heavy_models_run_one_at_a_time_beside_the_others(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four full-size models of GBs of weights at once filled the GPU machine's 64 GB disk: the
+    ``one_at_a_time`` models never overlap one another, while the others still run beside them."""
+    overlaps = _record_overlaps(monkeypatch, 0.05)
     names = ["big1", "big2", "big3", "a", "b", "c", "d"]
     results = parity.run_parity(
         names, size="full", device="cuda", out_dir=str(tmp_path), timeout=10, jobs=3, one_at_a_time={"big1", "big2", "big3"}
@@ -316,23 +322,7 @@ def test_same_call_measures_the_bare_path_again_and_runs_longest_first(tmp_path:
 
 
 def test_two_heavy_lanes_let_two_heavy_models_overlap_but_not_three(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-    import time
-
-    lock = threading.Lock()
-    running: set[str] = set()
-    overlaps: list[set[str]] = []
-
-    def fake_run_model(name: str, **kw: Any) -> dict[str, Any]:
-        with lock:
-            running.add(name)
-            overlaps.append(set(running))
-        time.sleep(0.1)
-        with lock:
-            running.discard(name)
-        return {"name": name, "parity": True}
-
-    monkeypatch.setattr(parity, "run_model", fake_run_model)
+    overlaps = _record_overlaps(monkeypatch, 0.1)
     heavy = {"big1", "big2", "big3"}
     parity.run_parity(
         [*sorted(heavy), "a", "b"],
