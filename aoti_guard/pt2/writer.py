@@ -120,17 +120,14 @@ class EntryHashes:
 
     def _run(self) -> None:
         try:
-            with zipfile.ZipFile(self._path) as zf:
-                for info in zf.infolist():
-                    rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
-                    if info.is_dir() or rel in layout.UNHASHED:
-                        continue
-                    digest = hashlib.sha256()
-                    with zf.open(info) as fh:
-                        while chunk := fh.read(_CHUNK):
-                            digest.update(chunk)
-                    self._hashed[rel] = ((info.header_offset, info.compress_size, info.CRC), digest.hexdigest())
-                    self.hashed_bytes += info.file_size
+            archive, findings = open_archive(self._path)  # the reader hash_entries uses: the same entries, the same bytes
+            if archive is None or findings:
+                raise RuntimeError(f"not a clean archive: {[f.message for f in findings]}")
+            with archive:
+                for rel in sorted(archive.entries):
+                    if rel not in layout.UNHASHED:
+                        self._hashed[rel] = (archive.placement(rel), archive.sha256(rel))
+                        self.hashed_bytes += archive.entries[rel].size
         except Exception as exc:  # noqa: BLE001 - a head start only: hash_entries hashes whatever is missing
             self.error = f"{type(exc).__name__}: {exc}"
             self._hashed = {}
@@ -144,11 +141,12 @@ class EntryHashes:
         if not self._hashed:
             return {}
         out: dict[str, str] = {}
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                rel = info.filename.split("/", 1)[1] if "/" in info.filename else info.filename
-                placed, digest = self._hashed.get(rel, (None, ""))
-                if placed == (info.header_offset, info.compress_size, info.CRC):
+        archive, _ = open_archive(path)
+        if archive is None:
+            return {}
+        with archive:
+            for rel, (placed, digest) in self._hashed.items():
+                if rel in archive.entries and archive.placement(rel) == placed:
                     out[rel] = digest
         self.used = len(out)
         return out

@@ -95,6 +95,12 @@ class Archive:
             raise ValueError(f"{rel} holds more than its declared size")
         return data
 
+    def placement(self, rel: str) -> tuple[int, int, int]:
+        """Where the zip's directory puts the entry: (header offset, stored size, CRC-32). An entry
+        with the same placement in a later read of the file (one only appended to) is the same bytes."""
+        info_ = self._zf.getinfo(self.entries[rel].name)
+        return info_.header_offset, info_.compress_size, info_.CRC
+
     def stored_span(self, rel: str) -> tuple[int, int] | None:
         """(file offset, size) of a stored (uncompressed) entry's bytes, for zero-copy reads."""
         entry = self.entries[rel]
