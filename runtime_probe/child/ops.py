@@ -240,13 +240,18 @@ def op_run(
     made, refused = _golden_cases.regenerate(sample, tensors) if sample.get("recipes") else ({}, None)
     if refused is not None:
         return refused
+    # each tensor input's values: stored in the golden file, or made again from its recipe
+    values = {
+        spec["name"]: made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
+        for spec in inputs
+        if spec["kind"] == "tensor"
+    }
+    if resize:
+        values |= _resized(values, resize, contract_from)
     leaves: list[Any] = []
-    resized = _resized(inputs, tensors, sample, resize, contract_from, made) if resize else {}
     for spec in inputs:
         if spec["kind"] == "tensor":
-            t = made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
-            t = resized.get(spec["name"], t)
-            leaves.append(_restride(t, spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
+            leaves.append(_restride(values[spec["name"]], spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
         else:
             leaves.append(spec.get("value"))
     if save_inputs_path is not None:
@@ -403,31 +408,19 @@ def _read_manifest(package: str) -> Any:
         return parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
 
 
-def _resized(
-    inputs: list[dict[str, Any]],
-    tensors: Any,
-    sample: dict[str, Any],
-    resize: dict[str, list[int]],
-    package: str | None,
-    made_from_recipes: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def _resized(values: Mapping[str, Any], resize: dict[str, list[int]], package: str | None) -> dict[str, Any]:
     """``probe --shapes``: each resized input made by the generator of the build's golden samples
     (runtime_probe/golden/recipe.py) from the example's values and the package's contract: a
     mask padded on the right, on the left and not at all, ids across their table with both ends,
     positions that follow the mask, other values drawn from the example's. An input no recipe
     fits (no contract to read, a kind the generator does not make, a request over its byte caps)
-    keeps the example's values resampled, as before recipes existed. ``made_from_recipes``: a
-    compact sample's inputs, made again from their recipes (its stored ones are in ``tensors``)."""
+    keeps the example's values resampled, as before recipes existed. ``values``: the sample's
+    tensor inputs by name (a compact sample's already made again from their recipes)."""
     import torch
 
     from runtime_probe.golden import recipe as _recipe
 
-    regenerated = made_from_recipes or {}
-    examples = {
-        spec["name"]: regenerated[spec["name"]] if spec["name"] in regenerated else tensors[sample["inputs"][spec["name"]]]
-        for spec in inputs
-        if spec["kind"] == "tensor" and spec["name"] in resize and (spec["name"] in regenerated or spec["name"] in sample["inputs"])
-    }
+    examples = {name: value for name, value in values.items() if name in resize}
     made: dict[str, Any] = {}
     manifest = _read_manifest(package) if package else None
     specs = [s for s in manifest.io.inputs if s.tensor is not None and s.name in examples] if manifest is not None else []

@@ -320,7 +320,7 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
 
 def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str, Any], *, user: bool) -> dict[str, Any]:
     m = shared.manifest
-    assert m is not None
+    assert m is not None and shared.golden_path is not None  # base is only set when both are
     tolerances = (
         {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
     )
@@ -463,29 +463,23 @@ def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
     outside it is a finding). A package whose samples were all over the cap (stored compact)
     gives its first compact sample: the child makes its inputs again from their recipes first."""
     m = shared.manifest
-    if m is None or m.golden is None or shared.golden_path is None:
-        raise UsageError(
-            "--shapes generates inputs from the package's golden samples, and this package has none",
-            hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
-        )
     base: dict[str, Any] = {}
-    if m.golden.samples:
-        base = {"inputs": dict(m.golden.samples[0].inputs)}
-    else:
-        compact, problems = _golden_cases.compact_cases(m, shared.golden_path)
-        if compact:
-            base = {"inputs": compact[0][1]["inputs"], "recipes": compact[0][1]["recipes"]}
-        elif m.golden.compact_samples:
-            raise UsageError(
-                "--shapes generates inputs from the package's golden samples, and none of its compact ones can be read: "
-                + "; ".join(f.message for f in problems)[:300],
-                hint="rebuild the package, or time your own inputs with --inputs FILE.safetensors --iterations N",
-            )
+    unreadable = ""
+    if m is not None and m.golden is not None and shared.golden_path is not None:
+        if m.golden.samples:
+            base = {"inputs": dict(m.golden.samples[0].inputs)}
+        else:
+            compact, problems = _golden_cases.compact_cases(m, shared.golden_path)
+            if compact:
+                base = {"inputs": compact[0][1]["inputs"], "recipes": compact[0][1]["recipes"]}
+            elif m.golden.compact_samples:
+                unreadable = " it can read (" + "; ".join(f.message for f in problems)[:300] + ")"
     if not base:
         raise UsageError(
-            "--shapes generates inputs from the package's golden samples, and this package has none",
+            "--shapes generates inputs from the package's golden samples, and this package has none" + unreadable,
             hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
         )
+    assert m is not None and shared.golden_path is not None  # base is only set when both are
     sizes, symbols = resolve_shapes(parse_shapes(shared.options.shapes or ""), m.io.inputs)
     sample = {"id": "shapes", "outputs": {}, "symbols": symbols, **base}
     args = _run_args(shared, dev, shared.golden_path, sample, user=True)

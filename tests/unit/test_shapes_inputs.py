@@ -18,16 +18,14 @@ SPECS = [
     InputSpec("ids", "ids", "tensor", 0, TensorSpec("int64", (4, 8), (8, 1), True, "cpu", value_range=(0, 99))),
     InputSpec("attention_mask", "attention_mask", "tensor", 1, TensorSpec("int64", (4, 8), (8, 1), True, "cpu")),
 ]
-INPUTS: list[dict[str, Any]] = [{"name": "ids", "kind": "tensor"}, {"name": "attention_mask", "kind": "tensor"}]
-SAMPLE = {"inputs": {"ids": "s0.in.ids", "attention_mask": "s0.in.attention_mask"}}
-TENSORS = {"s0.in.ids": torch.full((4, 8), 7), "s0.in.attention_mask": torch.ones(4, 8, dtype=torch.int64)}
+VALUES = {"ids": torch.full((4, 8), 7), "attention_mask": torch.ones(4, 8, dtype=torch.int64)}  # the sample's inputs
 RESIZE = {"ids": [6, 10], "attention_mask": [6, 10]}
 MANIFEST = SimpleNamespace(io=SimpleNamespace(inputs=SPECS))  # what _resized reads of a manifest
 
 
 def test_resized_inputs_come_from_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops, "_read_manifest", lambda package: MANIFEST)
-    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
+    made = ops._resized(VALUES, RESIZE, "pkg.pt2")
     ids, mask = made["ids"], made["attention_mask"]
     assert tuple(ids.shape) == (6, 10) and tuple(mask.shape) == (6, 10)
     # ids across the table, both ends present; the example held only 7
@@ -37,7 +35,7 @@ def test_resized_inputs_come_from_the_generator(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_without_a_contract_the_example_is_resampled() -> None:
-    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, None)
+    made = ops._resized(VALUES, RESIZE, None)
     assert bool((made["ids"] == 7).all()) and bool((made["attention_mask"] == 1).all())
 
 
@@ -47,7 +45,7 @@ def test_a_request_the_generator_refuses_falls_back_to_resampling(monkeypatch: p
 
     monkeypatch.setattr(ops, "_read_manifest", lambda package: MANIFEST)
     monkeypatch.setattr(_recipe, "generate", refuse)
-    made = ops._resized(INPUTS, TENSORS, SAMPLE, RESIZE, "pkg.pt2")
+    made = ops._resized(VALUES, RESIZE, "pkg.pt2")
     assert tuple(made["ids"].shape) == (6, 10) and bool((made["ids"] == 7).all())
 
 
@@ -59,7 +57,7 @@ def test_lying_inputs_never_crash_the_generator(monkeypatch: pytest.MonkeyPatch)
         SPECS[1],
     ]
     monkeypatch.setattr(ops, "_read_manifest", lambda package: SimpleNamespace(io=SimpleNamespace(inputs=lying)))
-    tensors = {"s0.in.ids": torch.full((4, 8), 7), "s0.in.attention_mask": torch.tensor([[0, 1, 5, 1]] * 4).repeat(1, 2)}
-    made = ops._resized(INPUTS, tensors, SAMPLE, RESIZE, "pkg.pt2")
+    values = {"ids": torch.full((4, 8), 7), "attention_mask": torch.tensor([[0, 1, 5, 1]] * 4).repeat(1, 2)}
+    made = ops._resized(values, RESIZE, "pkg.pt2")
     assert tuple(made["attention_mask"].shape) == (6, 10) and set(made["attention_mask"].unique().tolist()) <= {0, 1, 5}
     assert bool((made["ids"] == 7).all())
