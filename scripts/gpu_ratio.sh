@@ -8,8 +8,11 @@
 #   OUT=/somewhere SERIES="docs/zoo-runs/gpu-ratio-1.json" bash scripts/gpu_ratio.sh   # each later one
 # Commit each call's $OUT/gpu-ratio.json as docs/zoo-runs/gpu-ratio-N.json; the table:
 #   python -m zoo.ratios docs/zoo-runs/gpu-ratio-*.json
-# JOBS models at a time (default 8 on 16 cores), HEAVY_LANES of them for the models of GBs of
-# weights; SCALE multiplies the estimates (the load of JOBS at a time differs from the earlier runs').
+# JOBS processes at a time (default 8 on 16 cores), HEAVY_LANES of the lanes for the models of GBs
+# of weights; SCALE multiplies the estimates (the load of JOBS at a time differs from the earlier
+# runs'). PAIRED=1 (the default): each model's bare path and build side by side (zoo.parity
+# --paired: JOBS=8 is 4 models at a time, each under the same load as its bare path, and a model
+# of GBs fits in one call); PAIRED=0: one after the other in a lane, JOBS models at a time.
 # timm_vit_tiny is left out: aoti-guard refuses its package (an export guard, docs/zoo.md), so it
 # has no build time to divide.
 set -u
@@ -23,13 +26,14 @@ export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"
 REST=(); for f in ${SERIES:-}; do REST+=(--rest-of "$f"); done
+PAIR=(); [ "${PAIRED:-1}" = 1 ] && PAIR=(--paired)
 # NAMES: these models only (e.g. NAMES="bert distilbert" JOBS=1: alone on the machine)
 NAMES=${NAMES:-$($PY -c "from zoo import models; print(' '.join(n for n in models.names() if n != 'timm_vit_tiny'))")}
 # shellcheck disable=SC2086
 timeout $(( ${DEADLINE:-570} + 25 )) $PY -m zoo.parity $NAMES --size full --device cuda --jobs "${JOBS:-8}" \
   --heavy-lanes "${HEAVY_LANES:-2}" --bare-loader direct --timeout 560 --deadline "${DEADLINE:-570}" \
   --same-call --steps bare,build --expect docs/zoo-runs/gpu-full-*.json --expect-scale "${SCALE:-1.0}" \
-  "${REST[@]}" --json "$OUT/gpu-ratio.json" 2> "$OUT/progress.log"
+  "${PAIR[@]}" "${REST[@]}" --json "$OUT/gpu-ratio.json" 2> "$OUT/progress.log"
 echo "zoo.parity rc=$?"
 grep -E "parity: |not started" "$OUT/progress.log" | tail -40
 $PY -m zoo.ratios ${SERIES:-} "$OUT/gpu-ratio.json"

@@ -390,11 +390,16 @@ def run_model(
     deadline: float | None = None,
     build_args: Sequence[str] = (),
     steps_wanted: Collection[str] = STEPS,
+    paired: bool = False,
 ) -> dict[str, Any]:
     """The four steps for one model (``bare=False`` skips the bare path, as CI does). Never raises.
 
     ``steps_wanted``: the steps to run (``--steps``; the ratio's series runs only ``bare`` and
     ``build``); a result without probe and guard has no parity verdict (``parity`` None).
+
+    ``paired``: the bare path and the build start together, side by side (two processes), so
+    that both run under the same load by construction, and a model of GBs fits in one call
+    (``--paired``); probe and guard follow the build.
 
     ``build_args`` go on the build's command line (e.g. ``--twin-schedule concurrent``).
 
@@ -422,17 +427,18 @@ def run_model(
         steps.append(("probe", lambda t: probe_step(name, pkg(), size, device, out_dir, t)))
     if "guard" in steps_wanted:
         steps.append(("guard", lambda t: guard_step(name, pkg(), out_dir, t)))
-    for step, fn in steps:
+
+    def do(step: str, fn: Callable[[float], dict[str, Any]]) -> None:
         if step in ("probe", "guard") and not r["build"].get("package"):
             r[step] = {"ok": False, "skipped": "no package"}
-            continue
+            return
         left = budget()
         if left < _MIN_STEP_S:
             r[step] = {"ok": False, "skipped": "deadline"}
             r["incomplete"] = "deadline"
             if step == "build":
                 r["build"]["package"] = None
-            continue
+            return
         _progress(name, step, "start")
         started = time.monotonic()
         try:
@@ -443,6 +449,17 @@ def run_model(
             r[step]["deadline"] = True  # cut by the run's deadline, not by its own timeout: not a verdict
             r["incomplete"] = "deadline"
         _progress(name, step, _summary(r[step]))
+
+    if paired and steps and steps[0][0] == "bare":
+        bare_fn = steps.pop(0)[1]
+        beside = threading.Thread(target=do, args=("bare", bare_fn), name=f"{name}-bare")
+        beside.start()  # the bare path beside the build; probe and guard wait for both
+        try:
+            do(*steps.pop(0))
+        finally:
+            beside.join()
+    for step, fn in steps:
+        do(step, fn)
     return judge(r)
 
 
@@ -562,6 +579,7 @@ def run_parity(
     expected: Mapping[str, float] | None = None,
     heavy_lanes: int = 1,
     steps_wanted: Collection[str] = STEPS,
+    paired: bool = False,
 ) -> list[dict[str, Any]]:
     """``run_model`` over ``names``, ``jobs`` at a time; results in ``names``' order (a model
     not started before ``deadline`` is left out). The models in ``one_at_a_time`` (GBs of
@@ -573,6 +591,9 @@ def run_parity(
     expected to take longer than the time left before ``deadline`` (its bare path and its build
     must run in the same call for a fair ratio). ``heavy_lanes``: how many of the ``jobs`` run
     the ``one_at_a_time`` models (each lane one at a time).
+
+    ``paired`` (``run_model``): a model's bare path and build run side by side, so ``jobs``
+    processes are ``jobs // 2`` models at a time.
 
     ``keep_packages=False`` deletes each model's packages once its steps are done: at full size
     they are GBs each, and the GPU run of nine models at once filled its machine's 64 GB disk
@@ -601,6 +622,7 @@ def run_parity(
             deadline=deadline,
             build_args=build_args,
             steps_wanted=steps_wanted,
+            paired=paired,
         )
         if not keep_packages:
             for path in (os.path.join(out_dir, f"{name}.pt2"), os.path.join(out_dir, f"{name}.rejected.pt2")):
@@ -617,8 +639,9 @@ def run_parity(
     # The heavy models in a lane of their own, one at a time; the others share the remaining jobs.
     heavy = [n for n in names if n in one_at_a_time]
     light = [n for n in names if n not in one_at_a_time]
-    lanes = max(1, min(heavy_lanes, jobs - 1)) if heavy else 0
-    light_jobs = max(1, jobs - lanes)
+    at_once = max(1, jobs // 2) if paired and bare else jobs
+    lanes = max(1, min(heavy_lanes, at_once - 1)) if heavy else 0
+    light_jobs = max(1, at_once - lanes)
     with (
         concurrent.futures.ThreadPoolExecutor(max_workers=max(1, lanes)) as heavy_lane,
         concurrent.futures.ThreadPoolExecutor(max_workers=light_jobs) as pool,
@@ -927,6 +950,12 @@ def main(argv: list[str] | None = None) -> int:
         "started unless --expect says it fits in the --deadline's time left",
     )
     parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="a model's bare path and its build start together, side by side, under the same load by construction; "
+        "--jobs then counts processes (--jobs 8: 4 models at a time), and --expect takes the longer of the two",
+    )
+    parser.add_argument(
         "--expect",
         metavar="JSON",
         nargs="+",
@@ -993,7 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
     expected: dict[str, float] = {}
     if ns.same_call:
         bare_done = set()  # a ratio of a bare path and a build from different calls is not fair (zoo/schedule.py)
-        estimates = schedule.expected_seconds(saved_runs(ns.expect), steps=steps_wanted)
+        estimates = schedule.expected_seconds(saved_runs(ns.expect), steps=steps_wanted, paired=ns.paired and not ns.no_bare)
         expected = {n: s * ns.expect_scale for n, s in estimates.items()}
         names = schedule.longest_first(names, expected)
     for name in names:
@@ -1009,6 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare_loader": ns.bare_loader,
         "build_args": ns.build_arg,
         "same_call": ns.same_call,
+        "paired": ns.paired and not ns.no_bare,
         "environment": environment(ns.device),
         "names": list(names),
         "results": [],
@@ -1042,6 +1072,7 @@ def main(argv: list[str] | None = None) -> int:
             expected=expected,
             heavy_lanes=ns.heavy_lanes,
             steps_wanted=steps_wanted,
+            paired=ns.paired,
         )
     finally:
         if not keep:

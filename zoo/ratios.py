@@ -73,6 +73,7 @@ def rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             by_name[r["name"]] = {
                 "name": r["name"],
                 "jobs": run.get("jobs"),
+                "paired": bool(run.get("paired")),
                 "started": run.get("started"),
                 "bare_s": float(bare["seconds"]),
                 "process_s": process,
@@ -82,6 +83,15 @@ def rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "extra": extra_seconds(bare, build),
             }
     return list(by_name.values())
+
+
+def _beside(row: Mapping[str, Any]) -> str:
+    """How the call ran it: ``8 at a time`` (bare path and build one after the other in a lane),
+    ``4 paired`` (``--paired``: its bare path and build side by side, 4 models = 8 processes)."""
+    jobs = row.get("jobs")
+    if not isinstance(jobs, int):
+        return "-"
+    return f"{max(1, jobs // 2)} paired" if row.get("paired") else f"{jobs} at a time"
 
 
 def _median(values: Sequence[float]) -> str:
@@ -94,8 +104,8 @@ def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
     lines = [
         "| model | bare export + compile (s) | bare process (s) | build (s) | build / bare process | build / bare export + compile | "
         + " | ".join(f"+{p} (s)" for p in parts)
-        + " |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in parts) + " |",
+        + " | beside |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in parts) + " | --- |",
     ]
     for row in sorted(table, key=lambda x: x["ratio_process"] or x["ratio"]):
         extra = row["extra"] or {}
@@ -104,7 +114,7 @@ def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
         lines.append(
             f"| {row['name']} | {row['bare_s']:.1f} | {process} | {row['build_s']:.1f} | {ratio_process} | {row['ratio']:.2f} | "
             + " | ".join(f"{extra[p]:+.1f}" if p in extra else "-" for p in parts)
-            + " |"
+            + f" | {_beside(row)} |"
         )
     processes = [r["ratio_process"] for r in table if r["ratio_process"]]
     stricts = [r["ratio"] for r in table]

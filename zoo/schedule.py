@@ -29,10 +29,14 @@ def _step_seconds(result: Mapping[str, Any], step: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def expected_seconds(runs: Iterable[Mapping[str, Any]], *, steps: Sequence[str] = STEPS, bare_share: float = 0.8) -> dict[str, float]:
+def expected_seconds(
+    runs: Iterable[Mapping[str, Any]], *, steps: Sequence[str] = STEPS, bare_share: float = 0.8, paired: bool = False
+) -> dict[str, float]:
     """Per model, the seconds of its ``steps`` in the latest of ``runs`` that had each one. A
     model whose bare path was never measured gets ``bare_share`` of its build (what the bare paths
-    of the GPU runs took: 0.7 to 0.9 of the build's); a model without a measured build, none."""
+    of the GPU runs took: 0.7 to 0.9 of the build's); a model without a measured build, none.
+    ``paired``: the bare path runs beside the build (``zoo.parity --paired``), so the two take
+    the longer of them, not their sum."""
     latest: dict[str, dict[str, float]] = {}
     for run in runs:
         for r in run.get("results", []):
@@ -48,7 +52,10 @@ def expected_seconds(runs: Iterable[Mapping[str, Any]], *, steps: Sequence[str] 
         if "build" not in seconds:
             continue
         measured = {**seconds, "bare": seconds.get("bare", bare_share * seconds["build"])}
-        out[name] = round(sum(measured.get(step, 0.0) for step in steps), 1)
+        total = sum(measured.get(step, 0.0) for step in steps)
+        if paired and "bare" in steps:
+            total -= min(measured["bare"], measured["build"])  # side by side: the longer of the two
+        out[name] = round(total, 1)
     return out
 
 

@@ -23,9 +23,10 @@ kernels are the same; only the package's own call wrapper is flat. Everything th
 gives it the flat leaves (``boxed_run``), and the guarded loader takes the twin's call structure
 from the manifest, which records the release model's.
 
-The child runs at niceness 19 (``child_niceness``): on a busy host the release compile goes
-first and the twin's same kernels then come from the shared caches (measured on the H100:
-docs/zoo.md, "The twin's child below the release compile").
+The child runs at niceness 19 (``child_niceness``) so that on a busy host the release compile,
+which the build waits on first, gets the cores first. What was measured is the build's time
+(the H100: docs/zoo.md, "The twin's child below the release compile"); whether the twin's
+kernels then came from the shared caches was not measured.
 
 The child loads its own copy of the weights from the saved program: on CPU a build's peak memory
 is about one model more than before (``--twin-schedule after`` keeps the old order).
@@ -193,9 +194,9 @@ def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str,
 
 # The twin child's niceness. 19: measured on the H100 (docs/zoo.md, "The twin's child below the
 # release compile"): four full-size models at a time, the build 2-11% faster on each of four models
-# (the release compile first, the twin's same kernels then from the shared caches; its longer wait
-# is spent under validation); on this project's 2-core CPU host no difference (23.0-23.3 s both
-# ways). AOTI_GUARD_TWIN_NICE overrides it (0: the build's own priority; scripts/gpu_twin_nice_ab.sh).
+# (the intent: the release compile gets the cores first and the twin's longer wait falls under
+# validation; the build's time was measured, not where each kernel came from); on this project's
+# 2-core CPU host no difference (23.0-23.3 s both ways). AOTI_GUARD_TWIN_NICE overrides it (0: the build's own priority; scripts/gpu_twin_nice_ab.sh).
 NICE_ENV = "AOTI_GUARD_TWIN_NICE"
 DEFAULT_NICENESS = 19
 

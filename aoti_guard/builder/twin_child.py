@@ -95,9 +95,8 @@ def main(argv: list[str]) -> int:
         request = pickle.load(fh)  # written by this build's own process, in its private work folder
     niceness = int(request.get("nice") or 0)
     if niceness > 0:
-        # Below the release compile: on a busy host the release model's kernels compile first, and
-        # the twin's same kernels then come from the shared Inductor and Triton caches (its compile
-        # pool's workers inherit the niceness).
+        # Below the release compile: on a busy host the release model's compile, which the build
+        # waits on first, gets the cores first (the compile pool's workers inherit the niceness).
         os.nice(niceness)
     import torch
 

@@ -153,7 +153,7 @@ def reply_findings(sample_id: str, reply: Mapping[str, Any]) -> list[Finding]:
                 f"compact golden sample {sample_id} was not checked: its input(s) {names} did not regenerate bit-exactly here",
                 expected=f"sha256 {str(wrong[0].get('expected'))[:16]}...",
                 found=f"sha256 {str(wrong[0].get('found'))[:16]}...",
-                hint="this host computes the recipe's values differently from the build host (report it); the other samples were checked",
+                hint="the values differ from those the build hashed: either this host computes the recipe differently (report it) or the manifest was edited after the build (sign packages with --sign-key); the other samples were checked",
                 evidence={"sample": sample_id, "inputs": wrong},
             )
         ]

@@ -22,15 +22,20 @@ from .test_probe import codes, probe_json, rewrite
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="session")
-def tiny_cap_pkg(pkg_dir: Path) -> Built:
-    """The mixed model (batch 2..32) with a 1 KB golden cap: max and mid do not fit whole."""
+def _capped(pkg_dir: Path, name: str, cap_mb: str) -> Built:
+    """The mixed model (batch 2..32, no twin) built with a golden cap of ``cap_mb``."""
     built = build_package(
-        pkg_dir, "tinycap", f"{MODELS}:mixed", "--no-debug-twin", "--golden-max-mb", "0.001", "--dynamic", "x:0=batch:2..32",
+        pkg_dir, name, f"{MODELS}:mixed", "--no-debug-twin", "--golden-max-mb", cap_mb, "--dynamic", "x:0=batch:2..32",
         "--dynamic", "ids:0=batch",
     )  # fmt: skip
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     return built
+
+
+@pytest.fixture(scope="session")
+def tiny_cap_pkg(pkg_dir: Path) -> Built:
+    """A 1 KB golden cap: max and mid do not fit whole."""
+    return _capped(pkg_dir, "tinycap", "0.001")
 
 
 def _golden(report: dict[str, Any]) -> dict[str, Any]:
@@ -168,14 +173,9 @@ def test_verify_only_checks_the_compact_samples_records(tiny_cap_pkg: Built, tmp
 
 @pytest.fixture(scope="session")
 def all_compact_pkg(pkg_dir: Path) -> Built:
-    """The mixed model with a 10-byte golden cap: no sample fits whole (the example, captured, is
-    dropped; min, max and mid are kept compact)."""
-    built = build_package(
-        pkg_dir, "allcompact", f"{MODELS}:mixed", "--no-debug-twin", "--golden-max-mb", "0.00001", "--dynamic", "x:0=batch:2..32",
-        "--dynamic", "ids:0=batch",
-    )  # fmt: skip
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    return built
+    """A 10-byte golden cap: no sample fits whole (the example, captured, is dropped; min, max and
+    mid are kept compact)."""
+    return _capped(pkg_dir, "allcompact", "0.00001")
 
 
 def test_shapes_works_from_a_package_whose_samples_are_all_compact(all_compact_pkg: Built, tmp_path: Path) -> None:

@@ -395,3 +395,51 @@ def test_the_ratio_table_says_where_the_builds_extra_seconds_go() -> None:
     assert (row["ratio"], row["ratio_process"]) == (1.5, round(150 / 123, 2))
     text = ratios.markdown([run])
     assert "Build / bare process, median over 1 models: **1.22" in text and "| m | 100.0 | 123.0 | 150.0 | 1.22 | 1.50 |" in text
+    assert text.splitlines()[2].endswith("| 8 at a time |")
+    assert ratios.markdown([{**run, "paired": True}]).splitlines()[2].endswith("| 4 paired |")  # 8 processes
+
+
+def test_paired_runs_the_bare_path_beside_the_build_and_probe_after_both(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--paired``: llama_cache's bare path (~220 s) and build (~340 s) one after the other did
+    not fit in a 10-minute GPU call; side by side they run under the same load and do."""
+    import threading
+    import time
+
+    lock = threading.Lock()
+    events: list[tuple[str, str]] = []
+
+    def step(kind: str, seconds: float) -> Any:
+        def run(*args: Any) -> dict[str, Any]:
+            with lock:
+                events.append(("start", kind))
+            time.sleep(seconds)
+            with lock:
+                events.append(("end", kind))
+            out: dict[str, Any] = {"ok": True, "seconds": seconds}
+            return {**out, "package": str(tmp_path / "m.pt2")} if kind == "build" else out
+
+        return run
+
+    monkeypatch.setattr(parity, "bare_step", step("bare", 0.2))
+    monkeypatch.setattr(parity, "build_step", step("build", 0.1))
+    monkeypatch.setattr(parity, "probe_step", step("probe", 0.0))
+    monkeypatch.setattr(parity, "guard_step", step("guard", 0.0))
+    r = parity.run_model("resnet18", out_dir=str(tmp_path), timeout=100, paired=True)
+    assert events[:2] in ([("start", "bare"), ("start", "build")], [("start", "build"), ("start", "bare")])
+    assert events.index(("start", "probe")) > events.index(("end", "bare"))  # probe waits for both
+    assert r["bare"]["ok"] and r["build"]["ok"] and r["probe"]["ok"] and r["guard"]["ok"]
+    events.clear()
+    parity.run_model("resnet18", out_dir=str(tmp_path), timeout=100)  # not paired: one after the other
+    assert events[:3] == [("start", "bare"), ("end", "bare"), ("start", "build")]
+
+
+def test_paired_jobs_count_processes_and_the_estimate_takes_the_longer_step(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zoo import schedule
+
+    overlaps = _record_overlaps(monkeypatch, 0.05)
+    names = ["a", "b", "c", "d", "e"]
+    parity.run_parity(names, size="full", device="cuda", out_dir=str(tmp_path), timeout=10, jobs=4, paired=True)
+    assert max(len(seen) for seen in overlaps) == 2  # 4 processes: 2 models, each a bare path and a build
+    run = {"results": [{"name": "m", "bare": _bare(wall_s=90.0), "build": {"ok": True, "seconds": 120.0}}]}
+    assert schedule.expected_seconds([run], steps=("bare", "build")) == {"m": 210.0}
+    assert schedule.expected_seconds([run], steps=("bare", "build"), paired=True) == {"m": 120.0}
