@@ -832,6 +832,13 @@ def table(run: dict[str, Any]) -> str:
 
 def summary(run: dict[str, Any]) -> str:
     results = [r for r in run.get("results", []) if not (r.get("steps") and r.get("parity") is None)]  # not judged: --steps
+    unjudged = len(run.get("results", [])) - len(results)
+    if unjudged and not results:
+        built = sum(1 for r in run["results"] if (r.get("build") or {}).get("ok"))
+        return (
+            f"No parity judged: --steps left out probe and guard for all {unjudged} model(s) run; {built} built. "
+            "Their build / bare table: python -m zoo.ratios RUN.json."
+        )
     parity = [r for r in results if r.get("parity")]
     catches = [r["name"] for r in results if r.get("catch")]
     incomplete = [r["name"] for r in results if r.get("incomplete")]

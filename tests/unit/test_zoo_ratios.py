@@ -364,6 +364,9 @@ def test_steps_choose_what_runs_and_without_probe_and_guard_no_parity_is_judged(
     r = parity.run_model("resnet18", out_dir=str(tmp_path), steps_wanted=("bare", "build"))
     assert ran == ["bare", "build"] and r["steps"] == ["bare", "build"]
     assert r["parity"] is None and r["build"]["ratio"] == 1.5  # the ratio is the point of such a run
+    text = parity.summary({"results": [r]})
+    assert text.startswith("No parity judged: --steps left out probe and guard for all 1 model(s) run; 1 built")
+    assert "Parity 0/0" not in text and "Bare path not run" not in text  # it ran: the summary said otherwise
     with pytest.raises(SystemExit):
         parity.main(["resnet18", "--steps", "bare,probes"])  # a typo is refused before anything runs
     with pytest.raises(SystemExit):
