@@ -320,7 +320,7 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
 
 def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str, Any], *, user: bool) -> dict[str, Any]:
     m = shared.manifest
-    assert m is not None and shared.golden_path is not None  # base is only set when both are
+    assert m is not None
     tolerances = (
         {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
     )
