@@ -155,3 +155,34 @@ def test_an_error_between_the_stored_elements_is_caught_by_the_statistics() -> N
     nan = ref.clone()
     nan.view(-1)[hidden] = float("nan")
     assert any("NaN/Inf" in s for s in _close(ref, nan, 1e-5, 1.3e-6)["stats_failed"])
+
+
+# SHA-256 of values the generator made before 2026-11-25 (night), when the hash went to chunks of
+# 2**16 counters and in-place arithmetic: a package built by an earlier aoti-guard keeps only
+# these recipes, and a probe that made other values would report every such sample unchecked.
+PINNED = {
+    "pool": "ef23b77e85586afd4a91faffe450d1bac171f8f811677c952ae5b7891a02dd03",
+    "ids": "4ff62cbc2e1bebebeb263f51085e091db3ac74fbbf3b78659df70b6b5c9264d7",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PINNED))
+def test_the_generator_makes_the_values_of_earlier_releases_across_many_chunks(kind: str) -> None:
+    shape = (3, 5, 70001)  # 1.05 M values: 17 chunks of 2**16, the last one partial; 1 of the old 2**22
+    recipe = InputRecipe(
+        input="k",
+        kind=kind,
+        dtype="float32" if kind == "pool" else "int64",
+        shape=shape,
+        stride=(5 * 70001, 70001, 1),
+        seed=987654321,
+        sha256="",
+        pool="p" if kind == "pool" else None,
+        low=3 if kind == "ids" else None,
+        high=50256 if kind == "ids" else None,
+        keep=None,
+        pad=None,
+        follows=None,
+    )
+    pool = torch.arange(4096, dtype=torch.float32) * 0.5 - 7.0
+    assert R.sha256_of(R.generate([recipe], {"p": pool})["k"]) == PINNED[kind]
