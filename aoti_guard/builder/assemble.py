@@ -15,6 +15,7 @@ from typing import Any
 
 from aoti_guard.builder import toolchain
 from aoti_guard.builder.compile import SHARED_WEIGHTS_CONFIG, TWIN_CONFIGS
+from aoti_guard.builder.constant_digests import ConstantDigests
 from aoti_guard.builder.contract import extract_constants
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.targets import CPU_ISA_LEVELS
@@ -67,9 +68,11 @@ def assemble(
     signer: SigningKey | None = None,
     release_hashes: EntryHashes | None = None,
     timings: dict[str, float] | None = None,
+    constant_digests: ConstantDigests | None = None,
 ) -> tuple[Manifest, SignedManifest | None]:
     """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
-    ``release_hashes``: the release package's entries hashed while the build went on (writer.py).
+    ``release_hashes``: the release package's entries hashed while the build went on (writer.py);
+    ``constant_digests``: the program's constants hashed while the release model compiled.
     ``timings`` gets the seconds of each part (the package phase's detail: where its time goes).
 
     Raises:
@@ -108,7 +111,13 @@ def assemble(
         # the list the build checked the kernels against: the probe's arch rule reads it
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
     tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
-    constants = extract_constants(ep, wrapper.runtime_constants(), outcome.constant_names.renamed, outcome.constant_names.unpaired)
+    constants = extract_constants(
+        ep,
+        wrapper.runtime_constants(),
+        outcome.constant_names.renamed,
+        outcome.constant_names.unpaired,
+        None if constant_digests is None else constant_digests.digest,
+    )
     clock.mark("toolchain_and_constants")
 
     # waited for before anything is appended: the thread reads the zip's directory as it stands

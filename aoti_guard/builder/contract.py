@@ -420,12 +420,15 @@ def extract_constants(
     runtime_constants: Mapping[str, str],
     renamed: Mapping[str, str] | None = None,
     unpaired: Mapping[str, Mapping[str, Any]] | None = None,
+    digest_of: Callable[[str, Any], str] | None = None,
 ) -> list[ConstantSpec]:
     """Every weight/buffer/constant of the program; ``runtime_constants`` maps the package's
     name -> AOTI's internal name for those it keeps as replaceable runtime constants.
     ``renamed``: program FQN -> the package's name, for constants the compiler renamed (paired by
     value: builder/constant_names.py); ``unpaired``: the package's constants no program constant
-    matched ({name: digest}), recorded under the package's name so the manifest lists them all."""
+    matched ({name: digest}), recorded under the package's name so the manifest lists them all.
+    ``digest_of(fqn, tensor)``: the SHA-256 of a constant (default ``tensor_sha256``; the build hands
+    in those it took while the release model compiled, builder/constant_digests.py)."""
     import torch
 
     renamed = renamed or {}
@@ -451,7 +454,7 @@ def extract_constants(
                 kind=kinds.get(fqn, "constant"),
                 dtype=dtype_name(t.dtype),
                 shape=tuple(int(s) for s in t.shape),
-                sha256=tensor_sha256(t),
+                sha256=digest_of(fqn, t) if digest_of is not None else tensor_sha256(t),
                 nbytes=int(t.numel() * t.element_size()),
                 storage="package" if name in runtime_constants else "inlined",
                 internal_name=runtime_constants.get(name),

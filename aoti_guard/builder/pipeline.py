@@ -25,6 +25,8 @@ from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder import twin_step as twin_step_mod
 from aoti_guard.builder import user_samples as user_samples_mod
 from aoti_guard.builder.assemble import assemble, summary
+from aoti_guard.builder.constant_digests import ConstantDigests
+from aoti_guard.builder.constant_names import program_tensors
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
 from aoti_guard.builder.export import eager_run, export_program
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
@@ -341,6 +343,8 @@ def compile_step(st: BuildState) -> StepResult:
         )
         if st.twin_child is not None:
             st.note("the debug twin compiles in a child process beside the release model")
+    # the manifest's constant digests, hashed beside the compile (constant_digests.py; the package phase takes them)
+    st.constant_digests = ConstantDigests(program_tensors(st.ep))
     try:
         files = compile_mod.compile_files(st.ep, st.configs)
         package_mod.package_release(st.release_pt2, files)
@@ -459,7 +463,16 @@ def package_step(st: BuildState) -> StepResult:
     timings: dict[str, float] = {}  # where the phase's time goes (assemble.py)
     try:
         manifest, signed = assemble(
-            st.ep, st.options, st.contract, st.release_pt2, twin, st.outcome, None if failed else st.signer, st.release_hashes, timings
+            st.ep,
+            st.options,
+            st.contract,
+            st.release_pt2,
+            twin,
+            st.outcome,
+            None if failed else st.signer,
+            st.release_hashes,
+            timings,
+            st.constant_digests,
         )
     except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
@@ -494,6 +507,8 @@ def package_step(st: BuildState) -> StepResult:
     detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
     if st.release_hashes is not None:
         detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)
+    if st.constant_digests is not None:
+        detail["constant_digests"] = st.constant_digests.detail()  # hashed while the release model compiled
     detail["timings"] = timings
     return notes, detail
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aoti_guard.builder import determinism
     from aoti_guard.builder import twin as twin_mod
+    from aoti_guard.builder.constant_digests import ConstantDigests
     from aoti_guard.builder.options import BuildOptions
     from aoti_guard.builder.validate import run as validate
     from aoti_guard.pt2 import writer as package_mod
@@ -45,6 +46,7 @@ class BuildState:
     twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
     outcome: validate.Validation | None = None
     release_hashes: package_mod.EntryHashes | None = None  # the release package's entries, hashed while validation runs
+    constant_digests: ConstantDigests | None = None  # the program's constants, hashed while the release model compiles
     report_path: str = ""
     export_guards_failed: bool = False  # an export guard not accepted (build.export_specialized): the package is rejected
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)

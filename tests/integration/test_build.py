@@ -55,6 +55,9 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     package = next(p for p in report["phases"] if p["name"] == "package")
     early = package["detail"]["early_hashes"]
     assert early["entries"] > 0 and early["bytes"] > 0 and "error" not in early
+    # the manifest's constant digests were taken while the release model compiled (constant_digests.py)
+    digests = package["detail"]["constant_digests"]
+    assert digests["early"] == report["extra"]["manifest_summary"]["constants"] > 0 and digests["again"] == 0
     parts = package["detail"]["timings"]  # where the phase's seconds went, part by part
     assert set(parts) == {"read_release", "toolchain_and_constants", "early_hashes_wait", "golden", "twin", "hashes", "manifest"}
     assert sum(parts.values()) <= package["seconds"] + 0.01

@@ -1,0 +1,69 @@
+"""The program's constants hashed while the release model compiles (builder/constant_digests.py):
+an early digest is handed on only for a tensor that is still the one hashed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aoti_guard.builder.constant_digests import ConstantDigests
+from aoti_guard.builder.contract import extract_constants, tensor_sha256
+
+
+def test_unchanged_tensors_take_the_early_digest_without_hashing_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    tensors = {"w": torch.randn(64, 64), "b": torch.arange(10, dtype=torch.int64)}
+    digests = ConstantDigests(tensors)
+    digests.wait()
+    import aoti_guard.builder.contract as contract
+
+    calls: list[object] = []
+    original = contract.tensor_sha256
+    monkeypatch.setattr(contract, "tensor_sha256", lambda t: calls.append(t) or original(t))
+    assert digests.digest("w", tensors["w"]) == original(tensors["w"])
+    assert digests.digest("b", tensors["b"]) == original(tensors["b"])
+    assert calls == []  # both came from the thread
+    assert digests.detail() == {"early": 2, "again": 0, "bytes": 64 * 64 * 4 + 10 * 8, "waited_s": digests.waited_s}
+
+
+def test_a_tensor_written_in_place_since_is_hashed_again_with_its_new_value() -> None:
+    """A forward that updates a buffer in place (run eagerly by validation after the thread hashed
+    it): the manifest must hold the value as it is when the package is written, as before."""
+    buf = torch.zeros(8)
+    digests = ConstantDigests({"running_mean": buf})
+    digests.wait()
+    buf.add_(1.0)  # bumps the version counter
+    assert digests.digest("running_mean", buf) == tensor_sha256(torch.ones(8))
+    assert digests.detail()["again"] == 1 and digests.detail()["early"] == 0
+
+
+def test_a_replaced_or_reshaped_tensor_and_an_inference_tensor_are_hashed_at_the_end() -> None:
+    with torch.inference_mode():
+        frozen = torch.ones(4)  # no version counter: never hashed early
+    w = torch.randn(6)
+    digests = ConstantDigests({"frozen": frozen, "w": w})
+    digests.wait()
+    other = w.clone()  # the same values in another storage: not the tensor that was hashed
+    assert digests.digest("w", other) == tensor_sha256(w)
+    assert digests.digest("frozen", frozen) == tensor_sha256(frozen)
+    assert digests.detail()["again"] == 2 and digests.detail()["early"] == 0
+    assert digests.digest("w", w.view(2, 3)) == tensor_sha256(w.view(2, 3))  # another shape: again
+    assert digests.detail()["again"] == 3
+
+
+def test_extract_constants_records_the_digests_it_is_handed() -> None:
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            self.register_buffer("scale", torch.full((3,), 2.0))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * self.scale
+
+    ep = torch.export.export(M().eval(), (torch.randn(2, 4),))
+    tensors = {**ep.state_dict}
+    digests = ConstantDigests(tensors)
+    plain = {c.fqn: c.sha256 for c in extract_constants(ep, {})}
+    early = {c.fqn: c.sha256 for c in extract_constants(ep, {}, digest_of=digests.digest)}
+    assert early == plain and set(plain) == {"lin.weight", "lin.bias", "scale"}
+    assert digests.detail()["early"] == 3
