@@ -51,6 +51,7 @@ __all__ = [
     "rounds_of",
     "run_timed",
     "shown_command",
+    "side_by_side",
     "summarize",
     "wait_for_quiet",
     "write_json",
@@ -285,6 +286,19 @@ def ratio_table(ratios: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         for label, r in ratios
     ]
     return md_table(["ratio", "median ratio", "per-round min – max", "goal", "met"], rows)
+
+
+def side_by_side(title: str, before: tuple[str, Sequence[float]], after: tuple[str, Sequence[float]]) -> str:
+    """Two arms' seconds, each round's and the median, and after / before: the small benchmarks'
+    printout (early_hashes, early_constant_digests, recipe_generation)."""
+    width = max(len(before[0]), len(after[0]), len("after / before")) + 2
+    med = {label: statistics.median(times) for label, times in (before, after)}
+    lines = [title]
+    for label, times in (before, after):
+        lines.append(f"  {label:<{width}} {med[label]:8.3f} s   {', '.join(f'{x:.3f}' for x in times)}")
+    ratio = f"{after[0].split(' ')[0]} / {before[0].split(' ')[0]}"
+    lines.append(f"  {ratio:<{width}} {med[after[0]] / med[before[0]]:8.3f}")
+    return "\n".join(lines)
 
 
 def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 import zipfile
 
 from aoti_guard.pt2.writer import EntryHashes, hash_entries
+from bench._common import side_by_side
 from runtime_probe import layout
 
 _CHUNK = 1 << 20
@@ -66,11 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(ns.rounds):
             serial.append(_serial(path, ns.validate_s))
             early.append(_early(path, ns.validate_s))
-    s, e = statistics.median(serial), statistics.median(early)
-    print(f"package phase's hashing of a {ns.mb} MB entry after {ns.validate_s:g} s of validation, median of {ns.rounds}:")
-    print(f"  serial (after validation)   {s:8.3f} s   {', '.join(f'{x:.3f}' for x in serial)}")
-    print(f"  early (during validation)   {e:8.3f} s   {', '.join(f'{x:.3f}' for x in early)}")
-    print(f"  early / serial              {e / s:8.3f}")
+    title = f"package phase's hashing of a {ns.mb} MB entry after {ns.validate_s:g} s of validation, median of {ns.rounds}:"
+    print(side_by_side(title, ("serial (after validation)", serial), ("early (during validation)", early)))
     return 0
 
 
