@@ -32,7 +32,7 @@ NAMES=${NAMES:-$($PY -c "from zoo import models; print(' '.join(n for n in model
 # shellcheck disable=SC2086
 timeout $(( ${DEADLINE:-570} + 25 )) $PY -m zoo.parity $NAMES --size full --device cuda --jobs "${JOBS:-8}" \
   --heavy-lanes "${HEAVY_LANES:-2}" --bare-loader direct --timeout 560 --deadline "${DEADLINE:-570}" \
-  --same-call --steps bare,build --expect docs/zoo-runs/gpu-full-*.json --expect-scale "${SCALE:-1.0}" \
+  --same-call --steps bare,build --expect $(ls -v docs/zoo-runs/gpu-full-*.json) --expect-scale "${SCALE:-1.0}" \
   "${PAIR[@]}" "${REST[@]}" --json "$OUT/gpu-ratio.json" 2> "$OUT/progress.log"
 echo "zoo.parity rc=$?"
 grep -E "parity: |not started" "$OUT/progress.log" | tail -40

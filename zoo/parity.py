@@ -203,6 +203,8 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         # the package phase, part by part, and the release entries hashed while validation ran
         "package_timings": (_phase(report, "package").get("detail") or {}).get("timings") or {},
         "early_hashes": (_phase(report, "package").get("detail") or {}).get("early_hashes"),
+        # and the constants' digests taken while the release model compiled (builder/constant_digests.py)
+        "constant_digests": (_phase(report, "package").get("detail") or {}).get("constant_digests"),
         # the build's twin check: kernels it printed, max |twin - release| on the example, and
         # whose weights it ran on ("release": shared, "own": its own copy)
         "twin": None
@@ -713,11 +715,15 @@ def public_command(command: str) -> str:
     except ValueError:
         return command
     out: list[str] = []
+    option = ""  # the option whose arguments these words are (--expect and --report take several)
     for i, w in enumerate(words):
         prev = words[i - 1] if i else ""
-        if prev == "--out":
+        if w.startswith("-"):
+            option = w
+            out.append(w)
+        elif prev == "--out":
             out.append("OUT")
-        elif prev in ("--json", "--markdown", "--report", "--expect", "--rest-of"):
+        elif prev in ("--json", "--markdown", "--rest-of") or option in ("--expect", "--report"):
             out.append(os.path.basename(w))
         else:
             out.append(w)

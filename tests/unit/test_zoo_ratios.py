@@ -220,10 +220,15 @@ def test_the_summary_divides_package_bytes_and_counts_shared_twins() -> None:
         }
     )
     assert summarized["twin"] == {"max_abs_vs_release": 0.0, "kernels": 2, "weights": "release"}
-    package = {"timings": {"twin": 0.5, "hashes": 2.0}, "early_hashes": {"entries": 3, "bytes": 10, "waited_s": 0.1}}
+    package = {
+        "timings": {"twin": 0.5, "hashes": 2.0},
+        "early_hashes": {"entries": 3, "bytes": 10, "waited_s": 0.1},
+        "constant_digests": {"early": 7, "again": 1, "bytes": 99, "waited_s": 0.0},
+    }
     with_package = parity.summarize_build({"phases": [{"name": "package", "detail": package}]})
     assert with_package["package_timings"] == {"twin": 0.5, "hashes": 2.0}  # where a GPU run's package phase went
     assert with_package["early_hashes"]["entries"] == 3
+    assert with_package["constant_digests"] == package["constant_digests"]  # kept for the next GPU run to read out
 
 
 def test_a_refusal_for_an_established_cause_is_a_catch_not_a_parity_failure() -> None:
@@ -375,11 +380,13 @@ def test_steps_choose_what_runs_and_without_probe_and_guard_no_parity_is_judged(
 
 def test_a_saved_run_holds_no_machine_paths() -> None:
     run = {
-        "command": "python -m zoo.parity bert --json /somewhere/out/gpu.json --expect /home/u/old.json docs/zoo-runs/x.json --out /scratch/o",
+        "command": "python -m zoo.parity bert --json /somewhere/out/gpu.json --expect /home/u/old.json /home/u/x.json docs/zoo-runs/y.json "
+        "--out /scratch/o --paired",
         "results": [{"name": "bert", "build": {"ok": True, "package": "/tmp/zoo-parity-abc/bert.pt2"}}],
     }
     public = parity.public_run(run)
-    assert public["command"] == "python -m zoo.parity bert --json gpu.json --expect old.json docs/zoo-runs/x.json --out OUT"
+    # every file of a list (--expect A B C), not only the first
+    assert public["command"] == "python -m zoo.parity bert --json gpu.json --expect old.json x.json y.json --out OUT --paired"
     assert public["results"][0]["build"]["package"] == "bert.pt2"
     assert run["results"][0]["build"]["package"].startswith("/tmp/")  # the run in memory keeps its paths
 
