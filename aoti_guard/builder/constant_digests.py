@@ -43,6 +43,7 @@ class ConstantDigests:
         self.waited_s: float | None = None
         self.used = 0  # early digests handed on
         self.again = 0  # tensors hashed at the end (changed since, or not hashed early)
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="aoti-guard-constant-digests", daemon=True)
         self._thread.start()
 
@@ -51,6 +52,8 @@ class ConstantDigests:
 
         try:
             for fqn, t in self._tensors.items():
+                if self._stop.is_set():
+                    return
                 before = _stamp(t)
                 if before is None:
                     continue
@@ -66,6 +69,12 @@ class ConstantDigests:
             started = time.monotonic()
             self._thread.join()
             self.waited_s = round(time.monotonic() - started, 3)
+
+    def cancel(self) -> None:
+        """A build that ends before its package phase: stop after the tensor being hashed, and
+        wait for that, so no thread is left inside torch while the interpreter shuts down."""
+        self._stop.set()
+        self._thread.join()
 
     def digest(self, fqn: str, t: Any) -> str:
         from aoti_guard.builder.contract import tensor_sha256

@@ -210,6 +210,8 @@ def build(
         finally:
             if state is not None and state.twin_child is not None:
                 state.twin_child.kill()  # a build stopped before the twin phase (a failed compile, Ctrl-C, a signal)
+            if state is not None and state.constant_digests is not None:
+                state.constant_digests.cancel()  # done already after a package phase; else stopped
             if worker is not None:
                 worker.close()
             shutil.rmtree(work, ignore_errors=True)

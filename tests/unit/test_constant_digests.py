@@ -67,3 +67,16 @@ def test_extract_constants_records_the_digests_it_is_handed() -> None:
     early = {c.fqn: c.sha256 for c in extract_constants(ep, {}, digest_of=digests.digest)}
     assert early == plain and set(plain) == {"lin.weight", "lin.bias", "scale"}
     assert digests.detail()["early"] == 3
+
+
+def test_cancel_stops_between_tensors_and_leaves_no_thread() -> None:
+    """A build that fails before its package phase (a compile error) stops the thread, so it is
+    not inside torch while the interpreter shuts down."""
+    tensors = {f"w{i}": torch.randn(1 << 16) for i in range(200)}
+    digests = ConstantDigests(tensors)
+    digests.cancel()
+    assert not digests._thread.is_alive()
+    assert digests.detail()["early"] == 0  # nothing handed on yet
+    digests.cancel()  # twice is harmless (the build's finally after a package phase)
+    # what it did hash before stopping is still handed on for unchanged tensors
+    assert digests.digest("w0", tensors["w0"]) == tensor_sha256(tensors["w0"])
