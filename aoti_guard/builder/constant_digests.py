@@ -7,11 +7,17 @@ at the end of the build. The program's tensors are fixed once it is exported, so
 overlap the release compile instead.
 
 A digest taken early is handed on only for a tensor that is still the one hashed: the same
-storage, shape and strides, and an unchanged version counter (every in-place write bumps it: a
-model whose forward updates a buffer in place, run eagerly by validation, is hashed again at the
-end, as before). A tensor without a version counter (made under ``torch.inference_mode``) is
-never hashed early. So a failure here costs time, never a wrong digest. The copy to the host and
-hashlib release the GIL.
+storage, shape and strides, and an unchanged version counter (every in-place write through the
+tensor bumps it: a model whose forward updates a buffer in place, run eagerly by validation, is
+hashed again at the end, as before). A tensor without a version counter or storage (made under
+``torch.inference_mode``; a wrapper subclass) is never hashed early. One write escapes the
+counter: through ``.data`` (``buf.data.add_(1)``), which gets a counter of its own; such a tensor
+keeps the digest taken during the compile, the value the compiled package took, where the old
+order recorded the value after validation's eager runs. A failure of the thread costs time only.
+The copy to the host and hashlib release the GIL.
+
+How long the package phase spent here (the wait, and what it hashed again) is ``seconds`` in
+``detail()``: the phase's "toolchain_and_constants" timing holds both this and the toolchain record.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class ConstantDigests:
         self.waited_s: float | None = None
         self.used = 0  # early digests handed on
         self.again = 0  # tensors hashed at the end (changed since, or not hashed early)
+        self.seconds = 0.0  # spent in digest(): the package phase's share of the hashing
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="aoti-guard-constant-digests", daemon=True)
         self._thread.start()
@@ -79,18 +86,28 @@ class ConstantDigests:
     def digest(self, fqn: str, t: Any) -> str:
         from aoti_guard.builder.contract import tensor_sha256
 
-        self.wait()
-        early = self._early.get(fqn)
-        stamp = _stamp(t)
-        if early is not None and stamp is not None and early[0] == stamp:
-            self.used += 1
-            return early[1]
-        self.again += 1
-        return tensor_sha256(t)
+        started = time.monotonic()
+        try:
+            self.wait()
+            early = self._early.get(fqn)
+            stamp = _stamp(t)
+            if early is not None and stamp is not None and early[0] == stamp:
+                self.used += 1
+                return early[1]
+            self.again += 1
+            return tensor_sha256(t)
+        finally:
+            self.seconds += time.monotonic() - started
 
     def detail(self) -> dict[str, object]:
         """For the package phase's report: how many digests came early, how many were taken again."""
-        out: dict[str, object] = {"early": self.used, "again": self.again, "bytes": self.hashed_bytes, "waited_s": self.waited_s}
+        out: dict[str, object] = {
+            "early": self.used,
+            "again": self.again,
+            "bytes": self.hashed_bytes,
+            "waited_s": self.waited_s,
+            "seconds": round(self.seconds, 3),
+        }
         if self.error is not None:
             out["error"] = self.error[:200]
         return out

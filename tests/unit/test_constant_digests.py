@@ -22,7 +22,9 @@ def test_unchanged_tensors_take_the_early_digest_without_hashing_again(monkeypat
     assert digests.digest("w", tensors["w"]) == original(tensors["w"])
     assert digests.digest("b", tensors["b"]) == original(tensors["b"])
     assert calls == []  # both came from the thread
-    assert digests.detail() == {"early": 2, "again": 0, "bytes": 64 * 64 * 4 + 10 * 8, "waited_s": digests.waited_s}
+    detail = digests.detail()
+    assert detail == {"early": 2, "again": 0, "bytes": 64 * 64 * 4 + 10 * 8, "waited_s": digests.waited_s, "seconds": detail["seconds"]}
+    assert 0 <= detail["seconds"] < 1  # the package phase's share: nothing hashed again
 
 
 def test_a_tensor_written_in_place_since_is_hashed_again_with_its_new_value() -> None:
@@ -80,3 +82,40 @@ def test_cancel_stops_between_tensors_and_leaves_no_thread() -> None:
     digests.cancel()  # twice is harmless (the build's finally after a package phase)
     # what it did hash before stopping is still handed on for unchanged tensors
     assert digests.digest("w0", tensors["w0"]) == tensor_sha256(tensors["w0"])
+
+
+def test_a_wrapper_subclass_is_hashed_at_the_end_as_before() -> None:
+    """A tensor subclass without storage of its own (torchao-style wrappers): no stamp, so never
+    an early digest; its digest is whatever the package phase computes, as before."""
+    from torch.utils._pytree import tree_map
+
+    class Wrapped(torch.Tensor):
+        @staticmethod
+        def __new__(cls, inner: torch.Tensor) -> Wrapped:
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype)  # type: ignore[attr-defined,no-any-return]
+
+        def __init__(self, inner: torch.Tensor) -> None:
+            self.inner = inner
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            def unwrap(x: object) -> object:
+                return x.inner if isinstance(x, Wrapped) else x
+
+            return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+    w = Wrapped(torch.arange(6, dtype=torch.float32))
+    digests = ConstantDigests({"w": w})
+    digests.wait()
+    assert digests.digest("w", w) == tensor_sha256(w) == tensor_sha256(torch.arange(6, dtype=torch.float32))
+    assert digests.detail()["early"] == 0 and digests.detail()["again"] == 1
+
+
+def test_a_write_through_data_keeps_the_value_hashed_during_the_compile() -> None:
+    """``.data`` writes bypass the version counter: the digest stays that of the value as it was
+    while the release model compiled (what its package holds), not a value made up."""
+    buf = torch.zeros(5)
+    digests = ConstantDigests({"buf": buf})
+    digests.wait()
+    buf.data.add_(1.0)
+    assert digests.digest("buf", buf) == tensor_sha256(torch.zeros(5))
