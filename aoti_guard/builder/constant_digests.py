@@ -1,9 +1,10 @@
 """The SHA-256 of the program's constants, computed in a thread while the release model compiles.
 
-The manifest records every weight's digest (``contract.extract_constants``). Computed in the
-package phase, that was most of the phase at full size on the H100 (docs/gpu-validation.md, run
-19: llama 9.8 s, deberta_v2 12.3 s of 12.3 s, each a GPU-to-host copy and a hash of GBs), serial
-at the end of the build. The program's tensors are fixed once it is exported, so the hashing can
+The manifest records every weight's digest (``contract.extract_constants``), serial at the end
+of the build: a GPU-to-host copy and a hash of GBs at full size. On the H100 (docs/gpu-validation.md,
+run 19) the package phase's part that holds these digests and the toolchain record took llama
+9.8 s, deberta_v2 12.3 s of 12.3 s; the toolchain record of a 1 GB package takes 0.03 s on the CPU
+host (docs/benchmarks.md), so the digests are the likely part. The program's tensors are fixed once it is exported, so the hashing can
 overlap the release compile instead.
 
 A digest taken early is handed on only for a tensor that is still the one hashed: the same

@@ -59,9 +59,10 @@ POOL_MAX = 4096  # values of the example a recipe draws from (stored in the gold
 MAX_INPUT_BYTES = 4 << 30
 MAX_SAMPLE_BYTES = 8 << 30  # all of one sample's generated inputs together
 # Elements generated at a time: the hash's int64 temporaries (512 KB) stay in the CPU's cache.
-# 2**22 (32 MB each) made gpt2_cache's KV-cache samples take 47 s of its GPU build; 2**16 with
-# the arithmetic in place is 4-5x faster on this project's CPU host, the same values (PINNED in
-# tests/unit/test_golden_recipe.py).
+# At 2**22 (32 MB each) the generator made 10.5 M values a second on one core of the CPU host,
+# about 48 s for gpt2_cache's KV-cache samples, the size of the 47 s its GPU build spent before
+# listing them (an estimate, not a GPU profile: docs/benchmarks.md); 2**16 with the arithmetic in
+# place is about 4x faster there, the same values (PINNED in tests/unit/test_golden_recipe.py).
 _CHUNK = 1 << 16
 _M31 = 0x7FFFFFFF
 ITEMSIZE = {
