@@ -53,6 +53,7 @@ __all__ = [
     "shown_command",
     "side_by_side",
     "summarize",
+    "timed",
     "wait_for_quiet",
     "write_json",
 ]
@@ -174,6 +175,13 @@ def measure() -> Iterator[dict[str, float]]:
         out["foreign_cores"] = max(0.0, (busy1 - busy0 - own) / wall) if wall > 0 else 0.0
 
 
+def timed(fn: Callable[[], object]) -> Sample:
+    """``fn()`` in this process as one Sample (``measure``): an arm of ``interleave``."""
+    with measure() as m:
+        fn()
+    return Sample(m["seconds"], m["own_cpu_s"], m["foreign_cores"])
+
+
 class CommandFailed(RuntimeError):
     pass
 
@@ -288,16 +296,18 @@ def ratio_table(ratios: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     return md_table(["ratio", "median ratio", "per-round min – max", "goal", "met"], rows)
 
 
-def side_by_side(title: str, before: tuple[str, Sequence[float]], after: tuple[str, Sequence[float]]) -> str:
-    """Two arms' seconds, each round's and the median, and after / before: the small benchmarks'
-    printout (early_hashes, early_constant_digests, recipe_generation)."""
-    width = max(len(before[0]), len(after[0]), len("after / before")) + 2
-    med = {label: statistics.median(times) for label, times in (before, after)}
+def side_by_side(title: str, results: Mapping[str, Sequence[Sample]]) -> str:
+    """Two arms of ``interleave`` (before, then after, in the order given): each round's seconds,
+    the median, and after / before. The small benchmarks' printout (early_hashes,
+    early_constant_digests, recipe_generation)."""
+    before, after = results  # the two arms' labels, in order
+    width = max(len(before), len(after), len("after / before")) + 2
+    med = {label: statistics.median(s.seconds for s in samples) for label, samples in results.items()}
     lines = [title]
-    for label, times in (before, after):
-        lines.append(f"  {label:<{width}} {med[label]:8.3f} s   {', '.join(f'{x:.3f}' for x in times)}")
-    ratio = f"{after[0].split(' ')[0]} / {before[0].split(' ')[0]}"
-    lines.append(f"  {ratio:<{width}} {med[after[0]] / med[before[0]]:8.3f}")
+    for label, samples in results.items():
+        lines.append(f"  {label:<{width}} {med[label]:8.3f} s   {', '.join(f'{s.seconds:.3f}' for s in samples)}")
+    ratio = f"{after.split(' ')[0]} / {before.split(' ')[0]}"
+    lines.append(f"  {ratio:<{width}} {med[after] / med[before]:8.3f}")
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ import torch
 
 from aoti_guard.builder.constant_digests import ConstantDigests
 from aoti_guard.builder.contract import extract_constants
-from bench._common import side_by_side
+from bench._common import Sample, interleave, side_by_side, timed
 
 
 class _Weights(torch.nn.Module):
@@ -32,23 +32,20 @@ class _Weights(torch.nn.Module):
         self.ws = torch.nn.ParameterList(torch.nn.Parameter(torch.randn(per), requires_grad=False) for _ in range(tensors))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + sum(w[0] for w in self.ws)
+        return x + torch.stack([w[0] for w in self.ws]).sum()
 
 
-def _serial(ep: Any, compile_s: float) -> float:
+def _serial(ep: Any, compile_s: float) -> Sample:
     time.sleep(compile_s)
-    started = time.perf_counter()
-    extract_constants(ep, {})
-    return time.perf_counter() - started
+    return timed(lambda: extract_constants(ep, {}))
 
 
-def _early(ep: Any, compile_s: float) -> float:
+def _early(ep: Any, compile_s: float) -> Sample:
     digests = ConstantDigests({**ep.state_dict})
     time.sleep(compile_s)
-    started = time.perf_counter()
-    extract_constants(ep, {}, digest_of=digests.digest)
+    sample = timed(lambda: extract_constants(ep, {}, digest_of=digests.digest))
     assert digests.detail()["again"] == 0
-    return time.perf_counter() - started
+    return sample
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     ns = parser.parse_args(argv)
     ep = torch.export.export(_Weights(ns.mb, ns.tensors).eval(), (torch.zeros(1),))
-    serial, early = [], []
-    for _ in range(ns.rounds):
-        serial.append(_serial(ep, ns.compile_s))
-        early.append(_early(ep, ns.compile_s))
+    arms = [
+        ("serial (in the package phase)", lambda: _serial(ep, ns.compile_s)),
+        ("early (during the compile)", lambda: _early(ep, ns.compile_s)),
+    ]
+    results = interleave(arms, ns.rounds, warmup=0)
     title = f"package phase's constant digests of {ns.mb} MB in {ns.tensors} tensors after {ns.compile_s:g} s of compile, median of {ns.rounds}:"
-    print(side_by_side(title, ("serial (in the package phase)", serial), ("early (during the compile)", early)))
+    print(side_by_side(title, results))
     return 0
 
 

@@ -20,7 +20,7 @@ import time
 import zipfile
 
 from aoti_guard.pt2.writer import EntryHashes, hash_entries
-from bench._common import side_by_side
+from bench._common import Sample, interleave, side_by_side, timed
 from runtime_probe import layout
 
 _CHUNK = 1 << 20
@@ -35,19 +35,15 @@ def _package(path: str, mb: int) -> None:
                 out.write(block)
 
 
-def _serial(path: str, validate_s: float) -> float:
+def _serial(path: str, validate_s: float) -> Sample:
     time.sleep(validate_s)
-    started = time.perf_counter()
-    hash_entries(path)
-    return time.perf_counter() - started
+    return timed(lambda: hash_entries(path))
 
 
-def _early(path: str, validate_s: float) -> float:
+def _early(path: str, validate_s: float) -> Sample:
     early = EntryHashes(path)
     time.sleep(validate_s)
-    started = time.perf_counter()
-    hash_entries(path, known=early.known(path))
-    return time.perf_counter() - started
+    return timed(lambda: hash_entries(path, known=early.known(path)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(folder, "m.pt2")
         _package(path, ns.mb)
         hash_entries(path)  # the file in the page cache for both arms, as a package just written is
-        serial, early = [], []
-        for _ in range(ns.rounds):
-            serial.append(_serial(path, ns.validate_s))
-            early.append(_early(path, ns.validate_s))
+        arms = [
+            ("serial (after validation)", lambda: _serial(path, ns.validate_s)),
+            ("early (during validation)", lambda: _early(path, ns.validate_s)),
+        ]
+        results = interleave(arms, ns.rounds, warmup=0)
     title = f"package phase's hashing of a {ns.mb} MB entry after {ns.validate_s:g} s of validation, median of {ns.rounds}:"
-    print(side_by_side(title, ("serial (after validation)", serial), ("early (during validation)", early)))
+    print(side_by_side(title, results))
     return 0
 
 

@@ -14,12 +14,11 @@ GPU build, docs/gpu-validation.md run 19).
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import torch
 
-from bench._common import side_by_side
+from bench._common import interleave, side_by_side, timed
 from runtime_probe.golden import recipe as R
 from runtime_probe.package.manifest import InputRecipe
 
@@ -60,17 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         input="x", kind="pool", dtype="float32", shape=(n,), stride=(1,), seed=seed, sha256="", pool="p",
         low=None, high=None, keep=None, pad=None, follows=None,
     )  # fmt: skip
-    before, now = [], []
-    for _ in range(ns.rounds):
-        started = time.perf_counter()
-        old = _before(n, seed, pool)
-        before.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        new = R.generate([recipe], {"p": pool})["x"]
-        now.append(time.perf_counter() - started)
-        assert torch.equal(old, new), "the generator made other values than before"
+    assert torch.equal(_before(n, seed, pool), R.generate([recipe], {"p": pool})["x"]), "the generator made other values than before"
+
+    arms = [
+        ("before (2**22 at a time)", lambda: timed(lambda: _before(n, seed, pool))),
+        ("now (2**16, in place)", lambda: timed(lambda: R.generate([recipe], {"p": pool}))),
+    ]
+    results = interleave(arms, ns.rounds, warmup=0)
     title = f"a pool recipe of {n / 1e6:.1f} M float32 values, one thread, median of {ns.rounds} (the same values both ways):"
-    print(side_by_side(title, ("before (2**22 at a time)", before), ("now (2**16, in place)", now)))
+    print(side_by_side(title, results))
     return 0
 
 
