@@ -63,6 +63,21 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     assert sum(parts.values()) <= package["seconds"] + 0.01
 
 
+def test_the_constant_digests_taken_during_the_compile_are_those_the_package_holds(example_pkg: Built) -> None:
+    """The manifest's constant digests, taken on a thread while the release model compiled
+    (builder/constant_digests.py), equal the digests of the constants as the built package's own
+    model holds them (read as the build's pairing of renamed constants reads them). A constant the
+    compiler inlined into its code (``storage`` "inlined") has no value to read back."""
+    from runtime_probe.package.release_constants import release_constant_digests
+
+    with zipfile.ZipFile(example_pkg.path) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(layout.MANIFEST))
+        manifest = parse_manifest(zf.read(name))
+    recorded = {c.runtime_fqn or c.fqn: c.sha256 for c in manifest.constants if c.storage == "package"}
+    held = release_constant_digests(str(example_pkg.path), layout.RELEASE_MODEL, sorted(recorded), "cpu", None)
+    assert len(recorded) >= 4 and {k: d["sha256"] for k, d in held.items()} == recorded
+
+
 def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     import torch
 
