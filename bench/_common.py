@@ -297,17 +297,20 @@ def ratio_table(ratios: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
 
 
 def side_by_side(title: str, results: Mapping[str, Sequence[Sample]]) -> str:
-    """Two arms of ``interleave`` (before, then after, in the order given): each round's seconds,
-    the median, and after / before. The small benchmarks' printout (early_hashes,
+    """The arms of ``interleave`` (the first is the baseline): each round's seconds, the median,
+    and each later arm's median over the first's. The small benchmarks' printout (early_hashes,
     early_constant_digests, recipe_generation)."""
-    before, after = results  # the two arms' labels, in order
-    width = max(len(before), len(after), len("after / before")) + 2
+    labels = list(results)
+    first = labels[0]
+    width = max(*(len(label) for label in labels), len("after / before")) + 2
     med = {label: statistics.median(s.seconds for s in samples) for label, samples in results.items()}
     lines = [title]
     for label, samples in results.items():
         lines.append(f"  {label:<{width}} {med[label]:8.3f} s   {', '.join(f'{s.seconds:.3f}' for s in samples)}")
-    ratio = f"{after.split(' ')[0]} / {before.split(' ')[0]}"
-    lines.append(f"  {ratio:<{width}} {med[after] / med[before]:8.3f}")
+    short = {label: label.split(" (")[0].split(",")[0] for label in labels}
+    for label in labels[1:]:
+        ratio = f"{short[label]} / {short[first]}"
+        lines.append(f"  {ratio:<{width}} {med[label] / med[first]:8.3f}")
     return "\n".join(lines)
 
 

@@ -58,12 +58,17 @@ POOL_MAX = 4096  # values of the example a recipe draws from (stored in the gold
 # a file an attacker may have written. 4 GiB is an image batch of 32 x 3 x 2048 x 2048 in float32.
 MAX_INPUT_BYTES = 4 << 30
 MAX_SAMPLE_BYTES = 8 << 30  # all of one sample's generated inputs together
-# Elements generated at a time: the hash's int64 temporaries (512 KB) stay in the CPU's cache.
-# At 2**22 (32 MB each) the generator made 10.5 M values a second on one core of the CPU host,
-# about 48 s for gpt2_cache's KV-cache samples, the size of the 47 s its GPU build spent before
-# listing them (an estimate, not a GPU profile: docs/benchmarks.md); 2**16 with the arithmetic in
-# place is about 4x faster there, the same values (PINNED in tests/unit/test_golden_recipe.py).
-_CHUNK = 1 << 16
+# Counters hashed at a time: few and large chunks, so that the hash's ops are few. Every op on a
+# chunk of at least 32768 elements (ATen's grain size) opens a parallel region over torch's
+# threads, and on a machine busy with other builds each region waits for threads the scheduler
+# put aside: at 2**16 (2026-11-25 night, the fastest on an idle host) gpt2_cache's and
+# llama_cache's validation went from 68-73 s to more than 300 s on the GPU host (run 20,
+# docs/gpu-validation.md). On this project's 2-core host beside two processes of torch ops, 12.5 M
+# values took 1.1-1.4 s at 2**22 and 0.8-5.8 s at 2**16, with smaller chunks worse still
+# (bench/recipe_generation.py --busy 2; docs/benchmarks.md). The arithmetic in place keeps
+# 2**22's temporaries to two. The values do not depend on the chunk (PINNED in
+# tests/unit/test_golden_recipe.py).
+_CHUNK = 1 << 22
 _M31 = 0x7FFFFFFF
 ITEMSIZE = {
     "bool": 1,

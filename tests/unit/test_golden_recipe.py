@@ -168,7 +168,7 @@ PINNED = {
 
 @pytest.mark.parametrize("kind", sorted(PINNED))
 def test_the_generator_makes_the_values_of_earlier_releases_across_many_chunks(kind: str) -> None:
-    shape = (3, 5, 70001)  # 1.05 M values: 17 chunks of 2**16, the last one partial; 1 of the old 2**22
+    shape = (3, 5, 70001)  # 1.05 M values: one chunk (17 of the 2**16 generator of 2026-11-25 night)
     recipe = InputRecipe(
         input="k",
         kind=kind,
@@ -186,3 +186,25 @@ def test_the_generator_makes_the_values_of_earlier_releases_across_many_chunks(k
     )
     pool = torch.arange(4096, dtype=torch.float32) * 0.5 - 7.0
     assert R.sha256_of(R.generate([recipe], {"p": pool})["k"]) == PINNED[kind]
+
+
+def test_the_generator_walks_a_large_input_in_few_large_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every op of the hash on a chunk opens a parallel region over torch's threads; at 2**16
+    counters a chunk, a decoder's KV-cache samples opened ~100,000 of them, and on a busy GPU host
+    the decoders' validation went from ~70 s to more than 300 s (docs/gpu-validation.md, run 20).
+    2**22 values (32 MB of int64 temporaries) are one chunk."""
+    calls: list[int] = []
+    real = R._hash31
+
+    def counting(start: int, count: int, seed: int) -> torch.Tensor:
+        calls.append(count)
+        return real(start, count, seed)
+
+    n = (1 << 22) + 5
+    recipe = InputRecipe(
+        input="k", kind="pool", dtype="float32", shape=(n,), stride=(1,), seed=1, sha256="", pool="p",
+        low=None, high=None, keep=None, pad=None, follows=None,
+    )  # fmt: skip
+    monkeypatch.setattr(R, "_hash31", counting)
+    R.generate([recipe], {"p": torch.arange(10, dtype=torch.float32)})
+    assert calls == [1 << 22, 5], calls
