@@ -10,6 +10,7 @@ The calls that could abort run in a child process, so a regression fails the tes
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -37,13 +38,16 @@ print("alive, next call:", tuple(model(input_ids=ids, attention_mask=mask).logit
 """
 
 
-def _call(package: Path, values: str) -> subprocess.CompletedProcess[str]:
-    """``values``: "default" (load's defaults) or "off" (check_values=False)."""
-    return subprocess.run([sys.executable, "-c", _CALL, str(package), values], capture_output=True, text=True, timeout=300)
+def _call(package: Path, values: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """``values``: "default" (load's defaults) or "off" (check_values=False). The child's TMPDIR is
+    ``tmp``: torch's loader extracts the package into a folder there, which a process aborted in
+    native code never removes (it was left in the system's TMPDIR by every run)."""
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    return subprocess.run([sys.executable, "-c", _CALL, str(package), values], capture_output=True, text=True, timeout=300, env=env)
 
 
-def test_an_id_past_the_vocabulary_is_refused_and_the_process_lives(guard_pkg: Callable[[str], Path]) -> None:
-    proc = _call(guard_pkg("distilbert"), "default")
+def test_an_id_past_the_vocabulary_is_refused_and_the_process_lives(guard_pkg: Callable[[str], Path], tmp_path: Path) -> None:
+    proc = _call(guard_pkg("distilbert"), "default", tmp_path)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-1500:]}"
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("refused input.value_range input_ids input_ids holds 50"), proc.stdout
@@ -51,9 +55,9 @@ def test_an_id_past_the_vocabulary_is_refused_and_the_process_lives(guard_pkg: C
     assert lines[1] == "alive, next call: (2, 3)"
 
 
-def test_check_values_false_is_the_opt_out_and_risks_the_process(guard_pkg: Callable[[str], Path]) -> None:
+def test_check_values_false_is_the_opt_out_and_risks_the_process(guard_pkg: Callable[[str], Path], tmp_path: Path) -> None:
     """What docs/api.md says the opt-out risks: the id reaches native code, which aborts on CPU."""
-    proc = _call(guard_pkg("distilbert"), "off")
+    proc = _call(guard_pkg("distilbert"), "off", tmp_path)
     assert proc.returncode < 0, (proc.returncode, proc.stdout, proc.stderr[-800:])  # killed by a signal (SIGABRT)
     assert proc.returncode == -signal.SIGABRT, proc.returncode
     # two of the kernel's threads may throw at once: then the C++ runtime's first words are

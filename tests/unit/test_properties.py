@@ -4,15 +4,14 @@ AOTI_GUARD_HYPOTHESIS_EXAMPLES=5000 for a longer local run."""
 
 from __future__ import annotations
 
-import atexit
 import copy
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,11 +30,25 @@ BUDGET = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
+
+def _good_package_bytes() -> bytes:
+    with tempfile.TemporaryDirectory(prefix="aoti-guard-props-") as folder:
+        return make_package(Path(folder) / "good.pt2").read_bytes()
+
+
+_GOOD = _good_package_bytes()  # at import: the mutation strategy's bounds need its length
 # hypothesis runs each example many times inside one test, so the scratch folder is per module
-# (not tmp_path); removed when the interpreter exits
-_TMP = Path(tempfile.mkdtemp(prefix="aoti-guard-props-"))
-atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
-_GOOD = make_package(_TMP / "good.pt2").read_bytes()
+# (not tmp_path), under pytest's own temporary folder: a folder of the system's TMPDIR removed
+# at exit (atexit) was left behind by every xdist worker, which does not run atexit handlers
+_TMP = Path()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _scratch(tmp_path_factory: pytest.TempPathFactory) -> None:
+    global _TMP
+    _TMP = tmp_path_factory.mktemp("props")
+
+
 _KEY = PublicKey(bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"))  # RFC 8032 test 1
 
 json_values = st.recursive(
