@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = [
         ("before (2**22 at a time)", lambda: timed(lambda: _before(n, seed, pool))),
         ("2**16, in place", lambda: timed(lambda: _with_chunk(1 << 16, recipe, pool))),
-        (f"now ({R._CHUNK} at a time, in place)", lambda: timed(lambda: R.generate([recipe], {"p": pool}))),
+        (f"now (2**{R._CHUNK.bit_length() - 1} at a time, in place)", lambda: timed(lambda: R.generate([recipe], {"p": pool}))),
     ]
     with _busy(ns.busy):
         results = interleave(arms, ns.rounds, warmup=0)
