@@ -6,8 +6,9 @@ Arms (each ``python bench/_cold_child.py MODE PKG DEVICE``, timed as a whole pro
 - ``torch aoti_load_package``: torch's own loader + the first call;
 - ``torch aoti_load_package, TORCHINDUCTOR_VEC_ISA_OK=0``: the same with the load-time ISA probe off
   (the setting docs/benchmarks.md discusses for plain-torch users);
-- ``direct AOTIModelPackageLoader``: the C++ loader constructed directly + the first call (the
-  floor for a load: dlopen, constants to the device, one call);
+- ``direct AOTIModelPackageLoader``: the C++ loader constructed directly in torch's
+  ``AOTICompiledModel`` + the first call (dlopen, constants to the device, one call; that
+  wrapper's module imports Inductor, which runtime_probe.load no longer does);
 - ``runtime_probe.load``: the guarded loader (hashes verified) + the first call;
 - ``runtime_probe.load verify=False``: without reading the whole file for its hashes;
 - ``python -m runtime_probe --fast``: the serving pre-flight as a whole process (archive, host,

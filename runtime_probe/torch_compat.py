@@ -111,6 +111,12 @@ def compiled_model_class() -> Any:
     return _resolve("torch.export.pt2_archive._package", "AOTICompiledModel")
 
 
+def reorder_kwargs() -> Any:
+    """``torch.export._tree_utils.reorder_kwargs``: keyword arguments in the order of an input
+    spec, as torch's ``AOTICompiledModel.__call__`` flattens them (2.11-2.15)."""
+    return _resolve("torch.export._tree_utils", "reorder_kwargs")
+
+
 def load_package() -> Any:
     """``torch._inductor.package.load_package``: torch's own loader, the fallback when the C++
     loader's constructor refuses our arguments (2.11-2.15)."""
@@ -200,20 +206,22 @@ def container_runner(so_path: str, device_type: str, device_index: int | None) -
 
 
 def make_package_loader(path: str, model_name: str, device_index: int | None) -> Any:
-    """An ``AOTICompiledModel`` for ``model_name`` in the package (or extracted package folder,
-    where ``features()["loader_accepts_directory"]``) at ``path``.
+    """A ``CompiledModel`` (what torch's ``AOTICompiledModel`` does) for ``model_name`` in the
+    package (or extracted package folder, where ``features()["loader_accepts_directory"]``) at ``path``.
 
     Constructed directly: torch's load_package retries a failed load and logs a misleading
     "Loading outdated pt2 file", and load_pt2 would load every model in the archive.
     """
+    from runtime_probe.compiled_model import CompiledModel
+
     loader_class = package_loader_class()
-    wrapper = compiled_model_class()
     index = -1 if device_index is None else int(device_index)
     try:
         loader = loader_class(path, model_name, False, 1, index)
     except TypeError:  # a constructor that refuses these arguments: torch's own Python loader
         return load_package()(path, model_name)
-    return wrapper(loader)
+    # not torch's AOTICompiledModel: its module imports Inductor (~1 CPU-s in every loading process)
+    return CompiledModel(loader)
 
 
 @dataclass(frozen=True)
@@ -259,9 +267,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("torch._C._aoti.AOTIModelContainerRunnerCpu", f"(so_path, num_models) {_ALL}; did_call_load_constants() 2.14+", _runner_cpu),
     Entry(
         "torch.export.pt2_archive._package.AOTICompiledModel",
-        f"wraps a loader {_ALL}; load_constants(allow_h2d_copy) 2.13+",
+        f"wraps a loader {_ALL}; load_constants(allow_h2d_copy) 2.13+; mirrored by runtime_probe.compiled_model, not imported to load",
         compiled_model_class,
     ),
+    Entry("torch.export._tree_utils.reorder_kwargs", _ALL, reorder_kwargs),
     Entry("torch._inductor.package.load_package", f"{_ALL}; + use_stream_affinity 2.15", load_package),
     Entry("torch._inductor.package.package_aoti", _ALL, package_aoti),
     Entry("torch._inductor.aot_compile", _ALL, aot_compile),

@@ -186,14 +186,13 @@ def build(
     # SIGTERM/SIGHUP unwind through the finally below (a command line installs them for its lifetime)
     with signals_raise():
         try:
-            # Started first so that its torch import (and that of torch's package loader, which the
-            # validate phase's load needs) overlaps with export and compile.
+            # Started first so that its torch import overlaps with export and compile.
             # Its TMPDIR is inside the work folder: torch's loader extracts the package there, and a
             # child that crashes (or the ladder's reruns) would otherwise leave the copies behind.
             child_tmp = os.path.join(work, "child-tmp")
             os.makedirs(child_tmp)
             worker = Worker(env={"AOTI_RUNTIME_CHECK_INPUTS": "1", "TMPDIR": child_tmp})
-            worker.submit("facts", preload=True)
+            worker.submit("facts")
             state = BuildState(
                 target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device}
             )

@@ -49,12 +49,8 @@ def loaded_libstdcxx() -> str | None:
     return None
 
 
-def op_facts(state: State, device_type: str | None = None, device_index: int | None = None, preload: bool = False) -> dict[str, Any]:
-    """Facts about this interpreter: torch, CUDA devices, driver, the C++ runtime it mapped.
-
-    ``preload``: also import torch's package loader (~1 s: it pulls in torch.export), so a later
-    ``load`` does not pay for it; the build asks for this while it compiles.
-    """
+def op_facts(state: State, device_type: str | None = None, device_index: int | None = None) -> dict[str, Any]:
+    """Facts about this interpreter: torch, CUDA devices, driver, the C++ runtime it mapped."""
     facts: dict[str, Any] = {"python": platform.python_version(), "executable": os.path.realpath(sys.executable)}
     started = time.monotonic()
     try:
@@ -98,11 +94,6 @@ def op_facts(state: State, device_type: str | None = None, device_index: int | N
     facts["cuda_available"] = cuda_ok
     facts["devices"] = devices
     facts["driver"] = _driver_facts()
-    if preload:
-        try:
-            torch_compat.compiled_model_class()  # what make_loader imports
-        except Exception:  # noqa: BLE001 - a warm-up only: load imports it again and reports
-            pass
     return facts
 
 
@@ -140,7 +131,8 @@ def _driver_facts() -> dict[str, Any]:
 
 
 def make_loader(path: str, model_name: str, device_index: int | None) -> Any:
-    """torch's compiled model for ``model_name`` in the package at ``path`` (torch_compat)."""
+    """The compiled model for ``model_name`` in the package at ``path`` (torch_compat): torch's
+    loader in ``runtime_probe.compiled_model.CompiledModel``."""
     return torch_compat.make_package_loader(path, model_name, device_index)
 
 

@@ -115,7 +115,7 @@ def test_aoti_load_lines() -> None:
 
 # --- the one place: nothing else reaches into torch's private API ------------------------------
 
-_PRIVATE = re.compile(r"^torch\.(_C|_inductor|_dynamo|_guards|_export)(\.|$)|^torch\.export\.(pt2_archive|exported_program)(\.|$)")
+_PRIVATE = re.compile(r"^torch\.(_C|_inductor|_dynamo|_guards|_export)(\.|$)|^torch\.export\.(pt2_archive|exported_program|_\w+)(\.|$)")
 # private names used elsewhere on purpose, each with why
 _ALLOWED = {
     # a missing _functorch only loses the wrapper's name in the refusal (getattr with a default)
