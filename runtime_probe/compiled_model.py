@@ -23,8 +23,9 @@ class CompiledModel:
     """What ``AOTICompiledModel`` does, over ``loader`` (a ``torch._C._aoti.AOTIModelPackageLoader``):
     a call flattens the arguments by the package's input spec, runs, and rebuilds the outputs."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, reorder_kwargs: Any) -> None:
         self.loader = loader
+        self._reorder_kwargs = reorder_kwargs  # torch_compat.reorder_kwargs(), handed in: no import cycle
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # as torch's __call__: the specs are parsed on every call (the guarded model's fast path
@@ -32,13 +33,10 @@ class CompiledModel:
         import torch
         import torch.utils._pytree as pytree
 
-        from runtime_probe import torch_compat
-
-        reorder_kwargs = torch_compat.reorder_kwargs()
         call_spec = self.loader.get_call_spec()
         in_spec = pytree.treespec_loads(call_spec[0])
         out_spec = pytree.treespec_loads(call_spec[1])
-        flat_inputs = pytree.tree_flatten((args, reorder_kwargs(kwargs, in_spec)))[0]
+        flat_inputs = pytree.tree_flatten((args, self._reorder_kwargs(kwargs, in_spec)))[0]
         flat_inputs = [x for x in flat_inputs if isinstance(x, torch.Tensor)]
         flat_outputs = self.loader.boxed_run(flat_inputs)
         return pytree.tree_unflatten(flat_outputs, out_spec)
@@ -56,4 +54,4 @@ class CompiledModel:
 
     def __deepcopy__(self, memo: dict[int, Any] | None) -> CompiledModel:
         """A copy shares the loaded native model, as torch's does (its weights included)."""
-        return CompiledModel(self.loader)
+        return CompiledModel(self.loader, self._reorder_kwargs)

@@ -221,7 +221,7 @@ def make_package_loader(path: str, model_name: str, device_index: int | None) ->
     except TypeError:  # a constructor that refuses these arguments: torch's own Python loader
         return load_package()(path, model_name)
     # not torch's AOTICompiledModel: its module imports Inductor (~1 CPU-s in every loading process)
-    return CompiledModel(loader)
+    return CompiledModel(loader, reorder_kwargs())
 
 
 @dataclass(frozen=True)
