@@ -47,10 +47,14 @@ class CompiledModel:
     def get_constant_fqns(self) -> list[str]:
         return list(self.loader.get_constant_fqns())
 
-    def load_constants(self, constants_map: dict[str, Any], *, check_full_update: bool) -> None:
-        """The constants into the active buffer (``use_inactive`` False), as torch's wrapper does;
-        the binding's later arguments (user_managed, allow_h2d_copy) keep their defaults."""
-        self.loader.load_constants(constants_map, False, check_full_update)
+    def load_constants(
+        self, constants_map: dict[str, Any], *, check_full_update: bool, user_managed: bool = False, allow_h2d_copy: bool = False
+    ) -> None:
+        """The constants into the active buffer (``use_inactive`` False), as torch's wrapper does.
+        ``user_managed`` and ``allow_h2d_copy`` (torch 2.13+) reach the loader only when set, so
+        the call is the binding's three-argument form on every release otherwise."""
+        extra = {"user_managed": user_managed, "allow_h2d_copy": allow_h2d_copy} if (user_managed or allow_h2d_copy) else {}
+        self.loader.load_constants(constants_map, False, check_full_update, **extra)
 
     def __deepcopy__(self, memo: dict[int, Any] | None) -> CompiledModel:
         """A copy shares the loaded native model, as torch's does (its weights included)."""

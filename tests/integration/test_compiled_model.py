@@ -16,6 +16,7 @@ import pytest
 from runtime_probe import layout, torch_compat
 from runtime_probe.compiled_model import CompiledModel
 
+from . import models
 from .conftest import Built
 
 pytestmark = pytest.mark.integration
@@ -47,12 +48,7 @@ def test_it_calls_reads_and_loads_constants_as_torchs_wrapper_does(mixed_pkg: Bu
     x = torch.randn(8, 16)
     before = ours(x)
     torch.manual_seed(1)
-    sys.path.insert(0, str(Path(__file__).parent))  # the package's model, for its constants' shapes
-    try:
-        import models
-    finally:
-        sys.path.pop(0)
-    model, _ = models.static()
+    model, _ = models.static()  # the package's model: its constants' shapes
     state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
     new = {fqn: state[fqn] for fqn in fqns}
     ours.load_constants(new, check_full_update=True)
@@ -61,6 +57,12 @@ def test_it_calls_reads_and_loads_constants_as_torchs_wrapper_does(mixed_pkg: Bu
     assert not after.equal(before) and after.equal(theirs(x))
     twin = copy.deepcopy(ours)  # shares the loaded model, as torch's copy does
     assert twin is not ours and twin.loader is ours.loader and twin(x).equal(after)
+    # torch's keyword arguments reach the loader: user-managed constants are used in place
+    held = {fqn: t * 2 for fqn, t in new.items()}
+    ours.load_constants(held, check_full_update=True, user_managed=True)
+    theirs.load_constants(held, check_full_update=True, user_managed=True)
+    doubled = ours(x)
+    assert not doubled.equal(after) and doubled.equal(theirs(x))
 
 
 _LOAD_AND_LIST = """
