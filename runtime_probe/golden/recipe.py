@@ -64,7 +64,7 @@ MAX_SAMPLE_BYTES = 8 << 30  # all of one sample's generated inputs together
 # put aside: at 2**16 (2026-11-25 night, the fastest on an idle host) gpt2_cache's and
 # llama_cache's validation went from 68-73 s to more than 300 s on the GPU host (run 20,
 # docs/gpu-validation.md). On this project's 2-core host beside two processes of torch ops, 12.5 M
-# values took 1.1-1.4 s at 2**22 and 0.8-5.8 s at 2**16, with smaller chunks worse still
+# values took 0.9-1.4 s at 2**22 in place and 0.7-14 s at 2**16, smaller chunks no better
 # (bench/recipe_generation.py --busy 2; docs/benchmarks.md). The arithmetic in place keeps
 # 2**22's temporaries to two. The values do not depend on the chunk (PINNED in
 # tests/unit/test_golden_recipe.py).
