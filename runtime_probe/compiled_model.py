@@ -51,9 +51,9 @@ class CompiledModel:
         self, constants_map: dict[str, Any], *, check_full_update: bool, user_managed: bool = False, allow_h2d_copy: bool = False
     ) -> None:
         """The constants into the active buffer (``use_inactive`` False), as torch's wrapper does.
-        ``user_managed`` and ``allow_h2d_copy`` (torch 2.13+) reach the loader only when set, so
-        the call is the binding's three-argument form on every release otherwise."""
-        extra = {"user_managed": user_managed, "allow_h2d_copy": allow_h2d_copy} if (user_managed or allow_h2d_copy) else {}
+        Each of ``user_managed`` and ``allow_h2d_copy`` reaches the loader only when set: 2.11's
+        binding has no ``allow_h2d_copy`` at all (GPU run 22), so passing it False failed there."""
+        extra = {name: True for name, on in (("user_managed", user_managed), ("allow_h2d_copy", allow_h2d_copy)) if on}
         self.loader.load_constants(constants_map, False, check_full_update, **extra)
 
     def __deepcopy__(self, memo: dict[int, Any] | None) -> CompiledModel:
