@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +117,32 @@ def _inductor_settings_for_the_tests() -> None:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+
+
+CXX_MEMO = Path(__file__).parent / "tools" / "cxx_memo" / "g++"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cxx_memo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every process the tests start compiles through tests/tools/cxx_memo/g++: the real compiler
+    (``CXX`` where the caller set one, else g++), except that a compile of a generated source this
+    run has compiled before, with the same flags, gets the object made then. The suite builds the
+    same small models for many tests of what a build does around its compile; 31 of a lane's 84
+    wrapper compiles were repeats (docs/benchmarks.md, issue 27). The memo is in the run's
+    temporary folder, shared by the xdist workers, gone with it. ``AOTI_GUARD_TEST_CXX_MEMO=0``
+    turns it off."""
+    if os.environ.get("AOTI_GUARD_TEST_CXX_MEMO", "1") == "0" or os.environ.get("CXX") == str(CXX_MEMO):
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    run_folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    saved = {k: os.environ.get(k) for k in ("CXX", "AOTI_GUARD_TEST_REAL_CXX", "AOTI_GUARD_TEST_CXX_MEMO_DIR")}
+    os.environ["AOTI_GUARD_TEST_REAL_CXX"] = os.environ.get("CXX") or "g++"
+    os.environ["AOTI_GUARD_TEST_CXX_MEMO_DIR"] = str(run_folder / "cxx-memo")
+    os.environ["CXX"] = str(CXX_MEMO)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
