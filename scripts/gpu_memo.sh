@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test run's compile memo (tests/tools/cxx_memo/g++, issue 27) on the GPU machine's torch:
-# the unit suite (tests/unit/test_cxx_memo.py among it), then three integration modules that
-# build the same small model several times, with the memo and without it, and how many compiles
-# each served from it. The integration modules build for CPU (the machine's torch 2.11).
+# the unit suite (tests/unit/test_cxx_memo.py among it), then the bundled example built for CUDA
+# twice and the static test model for CPU twice through the memo, as a test run's builds are
+# (CXX = the memo), with its log of hits and misses, and the second CUDA package probed.
 #   OUT=/somewhere bash scripts/gpu_memo.sh
 set -u
 OUT=${OUT:-$PWD/gpu-out}
@@ -13,15 +13,18 @@ PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $
 { date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"; command -v g++ bash awk sha256sum; } > "$OUT/facts.txt" 2>&1
 T0=$(date +%s)
 ( s=$(date +%s); timeout 280 $PY -m pytest tests/unit -q -p no:cacheprovider -o addopts="-m 'not gpu'" > "$OUT/unit.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/unit.log" ) &
-MODS="tests/integration/test_build_targets.py tests/integration/test_markdown.py tests/integration/test_key_grammar.py"
-for arm in memo plain; do
-  s=$(date +%s)
-  if [ "$arm" = plain ]; then export AOTI_GUARD_TEST_CXX_MEMO=0; fi
-  LD_PRELOAD="$PRELOAD" timeout 280 $PY -m pytest $MODS -q -p no:cacheprovider -o addopts="" --basetemp="$OUT/bt-$arm" > "$OUT/integration-$arm.log" 2>&1
-  echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/integration-$arm.log"
-  echo "memo objects: $(ls "$OUT/bt-$arm/cxx-memo" 2>/dev/null | wc -l)" >> "$OUT/integration-$arm.log"
-  rm -rf "$OUT/bt-$arm"
-done
+export CXX=$PWD/tests/tools/cxx_memo/g++ AOTI_GUARD_TEST_CXX_MEMO_DIR=$OUT/memo AOTI_GUARD_TEST_CXX_MEMO_LOG=$OUT/memo.log
+build() { local name=$1; shift; s=$(date +%s)
+  LD_PRELOAD="$PRELOAD" timeout 280 $PY -m aoti_guard build "$@" -o "$OUT/$name.pt2" --json "$OUT/$name.build.json" > "$OUT/build_$name.log" 2>&1
+  echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/build_$name.log"; echo "$name: $(tail -1 "$OUT/build_$name.log"); memo log lines $(wc -l < "$OUT/memo.log" 2>/dev/null)"; }
+{
+build cuda1 --device cuda --no-debug-twin
+build cuda2 --device cuda --no-debug-twin
+build cpu1 tests/integration/models.py:static --no-debug-twin
+build cpu2 tests/integration/models.py:static --no-debug-twin
+LD_PRELOAD="$PRELOAD" timeout 120 $PY -m aoti_guard probe "$OUT/cuda2.pt2" --json "$OUT/probe_cuda2.json" > "$OUT/probe_cuda2.log" 2>&1; echo "probe cuda2 rc=$?"
+} > "$OUT/builds.txt" 2>&1
+rm -rf "$OUT/memo" "$OUT"/*.pt2
 wait
 echo "done in $(( $(date +%s) - T0 ))s" >> "$OUT/facts.txt"
-tail -3 "$OUT"/unit.log "$OUT"/integration-*.log
+cat "$OUT/builds.txt" "$OUT/memo.log"; tail -n 2 "$OUT/unit.log"

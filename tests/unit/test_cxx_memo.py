@@ -46,6 +46,7 @@ def calls(env: dict[str, str]) -> list[str]:
 
 
 def test_a_repeated_compile_is_served_from_the_memo_despite_torchs_appended_command(cxx: dict[str, str], tmp_path: Path) -> None:
+    cxx = {**cxx, "AOTI_GUARD_TEST_CXX_MEMO_LOG": str(tmp_path / "memo.log")}
     src = tmp_path / "abc.wrapper.cpp"
     src.write_text("int f() { return 1; }\n")
     assert run(cxx, src, "-O1", "-c", "-o", tmp_path / "a.o").returncode == 0
@@ -54,6 +55,7 @@ def test_a_repeated_compile_is_served_from_the_memo_despite_torchs_appended_comm
     assert run(cxx, src, "-O1", "-c", "-o", tmp_path / "b.o").returncode == 0
     assert len(calls(cxx)) == 1  # the second compile never reached the compiler
     assert (tmp_path / "b.o").read_text() == (tmp_path / "a.o").read_text() == "object of int f() { return 1; }\n"
+    assert [line.split()[0] for line in (tmp_path / "memo.log").read_text().splitlines()] == ["miss", "hit"]
 
 
 @pytest.mark.parametrize(
