@@ -7,6 +7,7 @@ Each model is built once through the CLI (module fixtures); the assertions read 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -147,9 +148,13 @@ def test_inductors_own_arithmetic_is_named_with_a_standalone_repro(built: dict[s
         "import sys, runpy; sys.modules['aoti_guard'] = None; sys.modules['runtime_probe'] = None; "
         f"sys.argv = ['repro.py']; runpy.run_path({str(repro)!r}, run_name='__main__')"
     )
-    proc = subprocess.run([sys.executable, "-I", "-c", blocked], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    scratch = tmp_path / "tmp"  # the repro's TMPDIR: it made a package there and left it, on every run
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.run([sys.executable, "-I", "-c", blocked], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "aoti: max |aoti - exported program|" in proc.stdout and "DIFFERS" in proc.stdout
+    assert not list(scratch.rglob("repro.pt2")), "the repro left its package in the temp dir"
     # the compiler's stage: the minifier ran by itself (no --minify) and said what it made of it
     minify = _phase(b.report, "minify")
     assert minify["status"] != "skipped"

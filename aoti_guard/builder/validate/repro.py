@@ -71,10 +71,11 @@ def main():
     ep = torch.export.load(os.path.join(HERE, "program.pt2"))
     args, kwargs = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)
     args, kwargs = pytree.tree_map(lambda v: v.to(DEVICE) if isinstance(v, torch.Tensor) else v, (args, kwargs))
-    with torch.no_grad():
+    # the package goes in a folder of its own that goes with the run (not left in the temp dir)
+    with torch.no_grad(), tempfile.TemporaryDirectory(prefix="aoti-repro-") as scratch:
         expected = ep.module()(*args, **kwargs)
         package = torch._inductor.aoti_compile_and_package(
-            ep, package_path=os.path.join(tempfile.mkdtemp(), "repro.pt2"), inductor_configs=dict(INDUCTOR_CONFIGS)
+            ep, package_path=os.path.join(scratch, "repro.pt2"), inductor_configs=dict(INDUCTOR_CONFIGS)
         )
         aoti_ok = compare("aoti", torch._inductor.aoti_load_package(package)(*args, **kwargs), expected)
         try:
