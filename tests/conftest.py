@@ -119,6 +119,16 @@ def _inductor_settings_for_the_tests() -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
 
 
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every xdist worker of this run sees (the run's base temp; the session's own
+    without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 CXX_MEMO = Path(__file__).parent / "tools" / "cxx_memo" / "g++"
 
 
@@ -134,11 +144,9 @@ def _cxx_memo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if os.environ.get("AOTI_GUARD_TEST_CXX_MEMO", "1") == "0" or os.environ.get("CXX") == str(CXX_MEMO):
         yield
         return
-    base = tmp_path_factory.getbasetemp()
-    run_folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     saved = {k: os.environ.get(k) for k in ("CXX", "AOTI_GUARD_TEST_REAL_CXX", "AOTI_GUARD_TEST_CXX_MEMO_DIR")}
     os.environ["AOTI_GUARD_TEST_REAL_CXX"] = os.environ.get("CXX") or "g++"
-    os.environ["AOTI_GUARD_TEST_CXX_MEMO_DIR"] = str(run_folder / "cxx-memo")
+    os.environ["AOTI_GUARD_TEST_CXX_MEMO_DIR"] = str(shared_dir(tmp_path_factory, "cxx-memo"))
     os.environ["CXX"] = str(CXX_MEMO)
     yield
     for key, value in saved.items():

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from tests.conftest import shared_dir
+
 HERE = Path(__file__).parent
 MODELS = HERE / "models.py"
 
@@ -53,16 +55,6 @@ def build_package(out_dir: Path, name: str, target: str | None, *extra: str) -> 
     proc = run_cli(*args)
     data = json.loads(report.read_text()) if report.exists() else None
     return Built(out, proc.returncode, proc.stdout, proc.stderr, data)
-
-
-def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    """A folder every xdist worker of this run sees (the run's base temp; the session's own
-    without xdist)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / name
-    folder.mkdir(exist_ok=True)
-    return folder
 
 
 def once(folder: Path, name: str, make: Callable[[], Any]) -> Any:

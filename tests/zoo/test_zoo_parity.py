@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import shared_dir
+from tests.conftest import shared_dir
 
 from .conftest import require_zoo_libraries
 
