@@ -17,6 +17,7 @@ from typing import Any
 
 from runtime_probe import numerics as _numerics
 from runtime_probe import torch_compat
+from runtime_probe.child.extractions import own_extraction_roots
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
@@ -162,7 +163,14 @@ def op_load(
         fqns = list(model.get_constant_fqns())
     except Exception:  # noqa: BLE001 - older runtimes lack it
         fqns = None
-    return {"seconds": round(seconds, 4), "constant_fqns": fqns, "metadata": metadata, "release_constants": shared}
+    return {
+        "seconds": round(seconds, 4),
+        "constant_fqns": fqns,
+        "metadata": metadata,
+        "release_constants": shared,
+        # where the loader extracted the package: the worker removes what a crash leaves there
+        "extracted_to": own_extraction_roots(),
+    }
 
 
 def op_constant_digests(

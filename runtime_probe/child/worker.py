@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_probe.child.extractions import extractions_of, remove_leftover_extractions
 from runtime_probe.child.isolation import child_environment, python_argv
 
 __all__ = ["BoundedCapture", "ChildCrashed", "ChildFailure", "ChildRaised", "ChildTimeout", "Worker", "kill_session", "signal_name"]
@@ -278,7 +279,11 @@ class Worker:
             t.start()
         self._buf = b""
         self._pending: tuple[str, int, int, float] | None = None
+        self._pending_package: tuple[str, float] | None = None  # a request's package path, and when it was sent
         self.closed = False
+        # the folders the child's loads were extracted to (its "load" replies say): torch removes
+        # each when its model is destroyed, which a crashed or killed child never does
+        self.extractions: set[str] = set()
 
     def _drain(self, stream: Any, capture: BoundedCapture) -> None:
         """Copy one of the child's output pipes into its capture. Bytes are read and fed under
@@ -339,6 +344,7 @@ class Worker:
         if self._pending is not None:
             raise RuntimeError(f"request {self._pending[0]} is still in flight")
         self._pending = (op, self.stdout.total, self.stderr.total, time.monotonic())
+        self._pending_package = (str(args["path"]), time.time()) if isinstance(args.get("path"), str) else None
         try:
             os.write(self._cmd_w, (json.dumps({"op": op, "args": args}) + "\n").encode())
         except (BrokenPipeError, OSError):
@@ -352,6 +358,8 @@ class Worker:
         self._pending = None
         line, eof = self._read_line(time.monotonic() + timeout)
         seconds = time.monotonic() - started
+        if line is not None:
+            self._pending_package = None
         if line is None:
             if eof:
                 # The pipe closed as the child exited; give the exit a moment to complete.
@@ -367,6 +375,7 @@ class Worker:
             kill_session(self.proc.pid)  # what it left running (a debugger's program, its children) holds the pipes
             self._join_readers()
             self.closed = True
+            self._remove_leftover_extractions()
             stderr = self.stderr.since(err_mark)
             raise ChildCrashed(
                 op,
@@ -380,7 +389,10 @@ class Worker:
         self._settle()
         if not reply.get("ok"):
             raise ChildRaised(op, self.stdout.since(out_mark), self.stderr.since(err_mark), seconds, None, dict(reply.get("error") or {}))
-        return reply.get("result")
+        result = reply.get("result")
+        if isinstance(result, dict) and isinstance(result.get("extracted_to"), list):
+            self.extractions.update(str(p) for p in result["extracted_to"])
+        return result
 
     def _read_line(self, deadline: float) -> tuple[str | None, bool]:
         """(a reply line, or None on timeout/EOF; whether the pipe reached EOF)."""
@@ -410,6 +422,16 @@ class Worker:
         except subprocess.TimeoutExpired:
             pass
         self.closed = True
+        self._remove_leftover_extractions()
+
+    def _remove_leftover_extractions(self) -> None:
+        """Remove the package copies a dead child left (runtime_probe/child/extractions.py)."""
+        if self._pending_package is not None:  # it died (or hung) in a request that loads: nothing named its copy
+            package, since = self._pending_package
+            self._pending_package = None
+            # torch 2.11 extracts to /tmp/XXXXXX whatever TMPDIR says; 2.13+ to TMPDIR
+            self.extractions.update(extractions_of(package, ["/tmp", self.env.get("TMPDIR") or ""], since))
+        remove_leftover_extractions(self.extractions)
 
     def close(self, timeout: float = 10.0) -> None:
         if not self.closed and self.proc.poll() is None:
@@ -428,6 +450,7 @@ class Worker:
             kill_session(self.proc.pid)
         self.closed = True
         self._join_readers()
+        self._remove_leftover_extractions()  # none after an orderly exit: torch removed them
         for fd in (self._cmd_w, self._res_r):
             try:
                 os.close(fd)

@@ -1,0 +1,137 @@
+"""Where torch's loader extracted a package, and removing what a dead child left there.
+
+torch's C++ loader extracts a package into a temporary folder, dlopens the model's .so from it,
+and removes the folder when the model is destroyed: a child that crashes or is killed never
+destroys it. On torch 2.13 and later the folder is ``$TMPDIR/aotinductor_XXXXXX``, and the probe
+and the build give their children a TMPDIR inside their own temporary folder, which goes with it.
+torch 2.11's loader ignores TMPDIR: it extracts to ``/tmp/XXXXXX`` (seen on the GPU machine,
+docs/gpu-validation.md run 24; 2.12 not looked at), where a dead child's copy of the package
+stayed. So a child names the folders its loaded models came from, read from its own memory map
+(the .so is mapped from there, whatever the torch), and the worker removes those that outlive it.
+A child that dies inside the load itself (the GPU machine's C++-runtime segfault comes at the .so's
+dlopen, after the extraction) names nothing: its copy is found by what it holds, the same package's
+model files in a folder the loader names (mkdtemp's six characters), made after the load began.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import zipfile
+from collections.abc import Iterable
+
+__all__ = ["extraction_roots", "extractions_of", "in_use", "own_extraction_roots", "remove_leftover_extractions"]
+
+# a package model's .so sits at <extraction>/<archive folder>/data/aotinductor/<model>/<name>.so,
+# <extraction> being the folder the loader made: mkdtemp's six characters, after "aotinductor_"
+# on 2.13+ (a package without an archive folder has its data/ right in <extraction>)
+_MARKER = "/data/aotinductor/"
+_MADE_BY_THE_LOADER = re.compile(r"(aotinductor_)?[A-Za-z0-9]{6}")
+
+
+def extraction_roots(maps: str) -> list[str]:
+    """The extraction folders of the package models mapped in a ``/proc/PID/maps`` text."""
+    roots: set[str] = set()
+    for line in maps.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) < 6:
+            continue
+        path = fields[5].removesuffix(" (deleted)")
+        if path.startswith("/") and _MARKER in path:
+            root = path.split(_MARKER, 1)[0]
+            parent = os.path.dirname(root)
+            roots.add(parent if _MADE_BY_THE_LOADER.fullmatch(os.path.basename(parent)) else root)
+    return sorted(r for r in roots if r and r != "/")
+
+
+def _holds_a_package(root: str) -> bool:
+    """``root``/data/aotinductor, or that one folder down (the archive's own folder)."""
+    if os.path.isdir(os.path.join(root, "data", "aotinductor")):
+        return True
+    try:
+        return any(os.path.isdir(os.path.join(root, name, "data", "aotinductor")) for name in os.listdir(root))
+    except OSError:
+        return False
+
+
+def own_extraction_roots() -> list[str]:
+    """This process's extraction folders (none where /proc cannot be read)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return extraction_roots(fh.read())
+    except OSError:
+        return []
+
+
+def in_use(root: str) -> bool:
+    """Whether a running process maps a file from ``root`` (a model loaded from it) or holds one
+    open (a loader still writing its extraction there)."""
+    prefix = root.rstrip("/") + "/"
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True  # cannot tell: keep it
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                if prefix in fh.read():
+                    return True
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
+                    return True
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return False
+
+
+def _model_files(package: str) -> list[str]:
+    """The package's model .so entries (``<archive folder>/data/aotinductor/<model>/<name>.so``)."""
+    try:
+        with zipfile.ZipFile(package) as zf:
+            names = zf.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return []
+    return [n for n in names if n.endswith(".so") and "data/aotinductor/" in n and ".." not in n.split("/")][:64]
+
+
+def extractions_of(package: str, folders: Iterable[str], since: float) -> list[str]:
+    """Folders the loader made in ``folders`` since ``since`` (wall clock) that hold ``package``'s
+    model files: the copies a child that died while loading it left."""
+    model_files = _model_files(package)
+    if not model_files:
+        return []
+    found = []
+    for folder in sorted({f for f in folders if f}):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if not _MADE_BY_THE_LOADER.fullmatch(name):
+                continue
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mtime < since - 1:
+                continue
+            if any(os.path.isfile(os.path.join(path, entry)) for entry in model_files):
+                found.append(path)
+    return found
+
+
+def remove_leftover_extractions(roots: Iterable[str]) -> list[str]:
+    """Remove the extraction folders in ``roots`` that still exist, hold a package's model layout,
+    and no running process maps anything from; returns those removed."""
+    removed = []
+    for root in sorted(roots):
+        if not _holds_a_package(root):
+            continue  # already gone (the model was destroyed), or not an extraction
+        if in_use(root):
+            continue
+        shutil.rmtree(root, ignore_errors=True)
+        if not os.path.exists(root):
+            removed.append(root)
+    return removed
