@@ -57,6 +57,14 @@ def build_package(out_dir: Path, name: str, target: str | None, *extra: str) -> 
     return Built(out, proc.returncode, proc.stdout, proc.stderr, data)
 
 
+def march_lever() -> bool:
+    """This torch can build for a CPU level: Inductor's ``cpp.march`` (2.12+; torch 2.11 hard-codes
+    -march=native, and the build then refuses ``--cpu-isa`` and builds its default for the build host)."""
+    from aoti_guard.builder.compile import has_config
+
+    return has_config("cpp.march")
+
+
 def once(folder: Path, name: str, make: Callable[[], Any]) -> Any:
     """``make()``'s result, made once per run across the xdist workers: the first caller makes it
     under ``folder/NAME.lock`` and records it in ``NAME.result.json``; the others read that."""

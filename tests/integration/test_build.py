@@ -16,7 +16,7 @@ from runtime_probe.host.cpu import cpu_flags
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Dim, parse_manifest
 from runtime_probe.report import REPORT_SCHEMA_VERSION
 
-from .conftest import MODELS, Built, build_package, run_cli
+from .conftest import MODELS, Built, build_package, march_lever, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,8 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
         assert by_fqn[fqn].sha256 == tensor_sha256(t)
     assert by_fqn["lin.weight"].storage == "package"
     # target and toolchain
-    assert m.target.device_type == "cpu" and m.target.march == "x86-64-v3"  # the portable default (targets.DEFAULT_CPU_ISA)
+    # the portable default (targets.DEFAULT_CPU_ISA) where this torch has the lever, else the build host's
+    assert m.target.device_type == "cpu" and m.target.march == ("x86-64-v3" if march_lever() else "native")
     flags = cpu_flags()
     assert m.target.cpu_isa and flags is not None and set(m.target.cpu_isa) <= flags
     assert m.toolchain.torch == torch.__version__
