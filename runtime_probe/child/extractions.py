@@ -11,6 +11,9 @@ stayed. So a child names the folders its loaded models came from, read from its 
 A child that dies inside the load itself (the GPU machine's C++-runtime segfault comes at the .so's
 dlopen, after the extraction) names nothing: its copy is found by what it holds, the same package's
 model files in a folder the loader names (mkdtemp's six characters), made after the load began.
+What a child says is not trusted: a package runs its own native code there, and could name any
+folder. Only a folder the loader names, directly in /tmp or the child's TMPDIR, owned by this
+user and not a link, is ever removed (``made_by_the_loader``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import shutil
 import zipfile
 from collections.abc import Iterable
 
-__all__ = ["extraction_roots", "extractions_of", "in_use", "own_extraction_roots", "remove_leftover_extractions"]
+__all__ = ["extraction_roots", "extractions_of", "in_use", "made_by_the_loader", "own_extraction_roots", "remove_leftover_extractions"]
 
 # a package model's .so sits at <extraction>/<archive folder>/data/aotinductor/<model>/<name>.so,
 # <extraction> being the folder the loader made: mkdtemp's six characters, after "aotinductor_"
@@ -43,6 +46,21 @@ def extraction_roots(maps: str) -> list[str]:
             parent = os.path.dirname(root)
             roots.add(parent if _MADE_BY_THE_LOADER.fullmatch(os.path.basename(parent)) else root)
     return sorted(r for r in roots if r and r != "/")
+
+
+def made_by_the_loader(path: str, temp_dirs: Iterable[str]) -> bool:
+    """``path`` is a folder the loader could have made: its name mkdtemp's, its parent one of
+    ``temp_dirs`` (/tmp and the child's TMPDIR), a real folder (not a link) of this user."""
+    if not _MADE_BY_THE_LOADER.fullmatch(os.path.basename(path)):
+        return False
+    parents = {os.path.realpath(d) for d in temp_dirs if d}
+    if os.path.realpath(os.path.dirname(path)) not in parents:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid()
 
 
 def _holds_a_package(root: str) -> bool:
@@ -109,25 +127,26 @@ def extractions_of(package: str, folders: Iterable[str], since: float) -> list[s
             continue
         for name in names:
             path = os.path.join(folder, name)
-            if not _MADE_BY_THE_LOADER.fullmatch(name):
+            if not made_by_the_loader(path, [folder]):
                 continue
             try:
-                st = os.lstat(path)
+                if os.lstat(path).st_mtime < since - 1:
+                    continue
             except OSError:
-                continue
-            if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid() or st.st_mtime < since - 1:
                 continue
             if any(os.path.isfile(os.path.join(path, entry)) for entry in model_files):
                 found.append(path)
     return found
 
 
-def remove_leftover_extractions(roots: Iterable[str]) -> list[str]:
-    """Remove the extraction folders in ``roots`` that still exist, hold a package's model layout,
-    and no running process maps anything from; returns those removed."""
+def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str]) -> list[str]:
+    """Remove the extraction folders in ``roots`` that the loader made in ``temp_dirs``
+    (``made_by_the_loader``), still hold a package's model layout, and no running process maps or
+    holds a file of; returns those removed."""
+    temp_dirs = list(temp_dirs)
     removed = []
     for root in sorted(roots):
-        if not _holds_a_package(root):
+        if not made_by_the_loader(root, temp_dirs) or not _holds_a_package(root):
             continue  # already gone (the model was destroyed), or not an extraction
         if in_use(root):
             continue

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe.child.extractions import extractions_of, remove_leftover_extractions
+from runtime_probe.child.extractions import extractions_of, made_by_the_loader, remove_leftover_extractions
 from runtime_probe.child.isolation import child_environment, python_argv
 
 __all__ = ["BoundedCapture", "ChildCrashed", "ChildFailure", "ChildRaised", "ChildTimeout", "Worker", "kill_session", "signal_name"]
@@ -391,7 +391,8 @@ class Worker:
             raise ChildRaised(op, self.stdout.since(out_mark), self.stderr.since(err_mark), seconds, None, dict(reply.get("error") or {}))
         result = reply.get("result")
         if isinstance(result, dict) and isinstance(result.get("extracted_to"), list):
-            self.extractions.update(str(p) for p in result["extracted_to"])
+            # the child may run a hostile package's code: only what the loader could have made counts
+            self.extractions.update(p for p in result["extracted_to"] if isinstance(p, str) and made_by_the_loader(p, self._temp_dirs()))
         return result
 
     def _read_line(self, deadline: float) -> tuple[str | None, bool]:
@@ -430,8 +431,12 @@ class Worker:
             package, since = self._pending_package
             self._pending_package = None
             # torch 2.11 extracts to /tmp/XXXXXX whatever TMPDIR says; 2.13+ to TMPDIR
-            self.extractions.update(extractions_of(package, ["/tmp", self.env.get("TMPDIR") or ""], since))
-        remove_leftover_extractions(self.extractions)
+            self.extractions.update(extractions_of(package, self._temp_dirs(), since))
+        remove_leftover_extractions(self.extractions, self._temp_dirs())
+
+    def _temp_dirs(self) -> list[str]:
+        """Where the child's loader extracts: its TMPDIR (torch 2.13+) and /tmp (2.11's fixed place)."""
+        return ["/tmp", self.env.get("TMPDIR") or ""]
 
     def close(self, timeout: float = 10.0) -> None:
         if not self.closed and self.proc.poll() is None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime_probe.child.extractions import extraction_roots, extractions_of, in_use, remove_leftover_extractions
+from runtime_probe.child.extractions import extraction_roots, extractions_of, in_use, made_by_the_loader, remove_leftover_extractions
 
 MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fd:01 123 /usr/bin/python3.11
@@ -52,20 +52,36 @@ def test_a_folder_a_live_process_maps_is_kept_and_removed_once_it_is_gone(tmp_pa
         assert child.stdout is not None
         assert child.stdout.readline().strip() == repr([str(root)])  # the child names its own extraction
         assert in_use(str(root))
-        assert remove_leftover_extractions({str(root)}) == [] and so.exists()
+        assert remove_leftover_extractions({str(root)}, [str(tmp_path)]) == [] and so.exists()
     finally:
         child.kill()
         child.wait()
     assert not in_use(str(root))
-    assert remove_leftover_extractions({str(root)}) == [str(root)] and not root.exists()
+    assert remove_leftover_extractions({str(root)}, [str(tmp_path)]) == [str(root)] and not root.exists()
 
 
-def test_only_a_package_extraction_is_removed(tmp_path: Path) -> None:
-    plain = tmp_path / "not-an-extraction"
-    (plain / "data").mkdir(parents=True)
-    (plain / "data" / "keep.txt").write_text("mine")
-    assert remove_leftover_extractions([str(plain), str(tmp_path / "gone")]) == []
-    assert (plain / "data" / "keep.txt").read_text() == "mine"
+def test_only_a_folder_the_loader_made_in_a_temp_folder_is_ever_removed(tmp_path: Path) -> None:
+    """A child runs the package's own native code, so what it names is hostile: a user's folder
+    that holds an unpacked package, a loader-like name outside the temp folders, a link, a folder
+    with no package in it are all kept."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    project = tmp_path / "my-project"  # the user's own unpacked package
+    _extraction(project)
+    elsewhere = tmp_path / "K75w7J"  # the loader's kind of name, but not in a temp folder
+    _extraction(elsewhere)
+    empty = tmp / "Ab12Cd"  # no package in it
+    (empty / "data").mkdir(parents=True)
+    link = tmp / "Zz99Yy"  # a link to the user's folder
+    link.symlink_to(project)
+    named = [str(project), str(elsewhere), str(empty), str(link), str(tmp / "gone"), "/"]
+    assert remove_leftover_extractions(named, [str(tmp), "/tmp"]) == []
+    assert all(p.exists() for p in (project, elsewhere, empty, link)) and list(project.rglob("*.so"))
+    assert not made_by_the_loader(str(project), [str(tmp_path)]) and not made_by_the_loader(str(link), [str(tmp)])
+    ours = tmp / "aotinductor_Q1w2E3"
+    _extraction(ours)
+    assert made_by_the_loader(str(ours), [str(tmp)])
+    assert remove_leftover_extractions([*named, str(ours)], [str(tmp)]) == [str(ours)]
 
 
 def test_a_copy_of_the_package_made_since_the_load_began_is_found_by_its_model_files(tmp_path: Path) -> None:
@@ -94,3 +110,48 @@ def test_a_copy_of_the_package_made_since_the_load_began_is_found_by_its_model_f
     _extraction(named_otherwise)  # not a name the loader gives
     assert extractions_of(str(package), [str(tmp), "", str(tmp_path / "missing")], since) == [str(ours)]
     assert extractions_of(str(tmp_path / "not-a-zip.pt2"), [str(tmp)], since) == []
+
+
+HOSTILE_LOAD = """
+import os
+from runtime_probe.child import ops
+
+def hostile_load(state, **kw):  # a package's native code owns the child: it names the user's folder
+    return {"extracted_to": [os.environ["VICTIM"], os.environ["VICTIM_IN_TMP"]]}
+
+ops.OPS["load"] = hostile_load
+"""
+
+
+def test_a_child_naming_a_users_folder_gets_nothing_removed(tmp_path: Path) -> None:
+    """The worker's side: a load reply that names folders outside what the loader makes (a user's
+    unpacked package; a loader-like name whose parent is not a temp folder) is ignored, also when
+    the child then dies."""
+    import os
+    import signal
+
+    import pytest
+
+    from runtime_probe.child.worker import ChildCrashed, Worker
+
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(HOSTILE_LOAD)
+    victim = tmp_path / "project"
+    _extraction(victim)
+    victim_in_tmp = tmp_path / "work" / "K75w7J"
+    _extraction(victim_in_tmp)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {"PYTHONPATH": str(inject), "VICTIM": str(victim), "VICTIM_IN_TMP": str(victim_in_tmp), "TMPDIR": str(tmpdir)}
+    worker = Worker(env=env)
+    try:
+        worker.request("load", 60, key="m", path=str(tmp_path / "m.pt2"))
+        assert worker.extractions == set()
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.proc.wait(timeout=30)
+        with pytest.raises(ChildCrashed):
+            worker.request("ping", 30)
+    finally:
+        worker.close()
+    assert list(victim.rglob("*.so")) and list(victim_in_tmp.rglob("*.so"))
