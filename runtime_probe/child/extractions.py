@@ -84,7 +84,9 @@ def own_extraction_roots() -> list[str]:
 
 def in_use(root: str) -> bool:
     """Whether a running process maps a file from ``root`` (a model loaded from it) or holds one
-    open (a loader still writing its extraction there)."""
+    open (a loader still writing its extraction there). A loader between its last write and its
+    dlopen does neither: on 2.11 (all loaders share /tmp) a child dying inside the load of the same
+    package at that instant could remove that copy. Not seen; the window is that short."""
     prefix = root.rstrip("/") + "/"
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
