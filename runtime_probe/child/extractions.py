@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import zipfile
 from collections.abc import Iterable
 
 __all__ = ["extraction_roots", "extractions_of", "in_use", "made_by_the_loader", "own_extraction_roots", "remove_leftover_extractions"]
@@ -48,9 +47,10 @@ def extraction_roots(maps: str) -> list[str]:
     return sorted(r for r in roots if r and r != "/")
 
 
-def made_by_the_loader(path: str, temp_dirs: Iterable[str]) -> bool:
+def made_by_the_loader(path: str, temp_dirs: Iterable[str], since: float) -> bool:
     """``path`` is a folder the loader could have made: its name mkdtemp's, its parent one of
-    ``temp_dirs`` (/tmp and the child's TMPDIR), a real folder (not a link) of this user."""
+    ``temp_dirs`` (/tmp and the child's TMPDIR), a real folder (not a link) of this user, written
+    since ``since`` (wall clock: the extraction fills it; an older folder is somebody else's)."""
     if not _MADE_BY_THE_LOADER.fullmatch(os.path.basename(path)):
         return False
     parents = {os.path.realpath(d) for d in temp_dirs if d}
@@ -60,7 +60,7 @@ def made_by_the_loader(path: str, temp_dirs: Iterable[str]) -> bool:
         st = os.lstat(path)
     except OSError:
         return False
-    return os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid()
+    return os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid() and st.st_mtime >= since - 1
 
 
 def _holds_a_package(root: str) -> bool:
@@ -106,13 +106,21 @@ def in_use(root: str) -> bool:
 
 
 def _model_files(package: str) -> list[str]:
-    """The package's model .so entries (``<archive folder>/data/aotinductor/<model>/<name>.so``)."""
+    """The package's model .so entries (``<archive folder>/data/aotinductor/<model>/<name>.so``),
+    read through the probe's own bounded zip reader (unsafe names left out). Imported here: only a
+    child that died inside a load needs it."""
+    from runtime_probe import layout
+    from runtime_probe.errors import UsageError
+    from runtime_probe.package.archive import open_archive
+
     try:
-        with zipfile.ZipFile(package) as zf:
-            names = zf.namelist()
-    except (OSError, zipfile.BadZipFile, ValueError):
+        archive, _ = open_archive(package)
+    except (UsageError, OSError):
         return []
-    return [n for n in names if n.endswith(".so") and "data/aotinductor/" in n and ".." not in n.split("/")][:64]
+    if archive is None:
+        return []
+    with archive:
+        return [e.name for e in archive.entries.values() if e.rel.startswith(layout.AOTI_DIR) and e.rel.endswith(".so")]
 
 
 def extractions_of(package: str, folders: Iterable[str], since: float) -> list[str]:
@@ -129,26 +137,21 @@ def extractions_of(package: str, folders: Iterable[str], since: float) -> list[s
             continue
         for name in names:
             path = os.path.join(folder, name)
-            if not made_by_the_loader(path, [folder]):
-                continue
-            try:
-                if os.lstat(path).st_mtime < since - 1:
-                    continue
-            except OSError:
+            if not made_by_the_loader(path, [folder], since):
                 continue
             if any(os.path.isfile(os.path.join(path, entry)) for entry in model_files):
                 found.append(path)
     return found
 
 
-def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str]) -> list[str]:
-    """Remove the extraction folders in ``roots`` that the loader made in ``temp_dirs``
-    (``made_by_the_loader``), still hold a package's model layout, and no running process maps or
-    holds a file of; returns those removed."""
+def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str], since: float) -> list[str]:
+    """Remove the extraction folders in ``roots`` that the loader made in ``temp_dirs`` since
+    ``since`` (``made_by_the_loader``), still hold a package's model layout, and no running process
+    maps or holds a file of; returns those removed."""
     temp_dirs = list(temp_dirs)
     removed = []
     for root in sorted(roots):
-        if not made_by_the_loader(root, temp_dirs) or not _holds_a_package(root):
+        if not made_by_the_loader(root, temp_dirs, since) or not _holds_a_package(root):
             continue  # already gone (the model was destroyed), or not an extraction
         if in_use(root):
             continue

@@ -256,6 +256,7 @@ class Worker:
         self.stdout = BoundedCapture()
         self.stderr = BoundedCapture()
         self.started = time.monotonic()
+        self._started_wall = time.time()  # what the child's loader makes is newer (extractions.made_by_the_loader)
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -392,7 +393,9 @@ class Worker:
         result = reply.get("result")
         if isinstance(result, dict) and isinstance(result.get("extracted_to"), list):
             # the child may run a hostile package's code: only what the loader could have made counts
-            self.extractions.update(p for p in result["extracted_to"] if isinstance(p, str) and made_by_the_loader(p, self._temp_dirs()))
+            self.extractions.update(
+                p for p in result["extracted_to"] if isinstance(p, str) and made_by_the_loader(p, self._temp_dirs(), self._started_wall)
+            )
         return result
 
     def _read_line(self, deadline: float) -> tuple[str | None, bool]:
@@ -432,7 +435,7 @@ class Worker:
             self._pending_package = None
             # torch 2.11 extracts to /tmp/XXXXXX whatever TMPDIR says; 2.13+ to TMPDIR
             self.extractions.update(extractions_of(package, self._temp_dirs(), since))
-        remove_leftover_extractions(self.extractions, self._temp_dirs())
+        remove_leftover_extractions(self.extractions, self._temp_dirs(), self._started_wall)
 
     def _temp_dirs(self) -> list[str]:
         """Where the child's loader extracts: its TMPDIR (torch 2.13+) and /tmp (2.11's fixed place)."""

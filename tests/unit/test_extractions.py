@@ -45,6 +45,9 @@ sys.stdin.read()
 
 
 def test_a_folder_a_live_process_maps_is_kept_and_removed_once_it_is_gone(tmp_path: Path) -> None:
+    import time
+
+    since = time.time()
     root = tmp_path / "K75w7J"
     so = _extraction(root)
     child = subprocess.Popen([sys.executable, "-c", MAPPER, str(so)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -52,18 +55,22 @@ def test_a_folder_a_live_process_maps_is_kept_and_removed_once_it_is_gone(tmp_pa
         assert child.stdout is not None
         assert child.stdout.readline().strip() == repr([str(root)])  # the child names its own extraction
         assert in_use(str(root))
-        assert remove_leftover_extractions({str(root)}, [str(tmp_path)]) == [] and so.exists()
+        assert remove_leftover_extractions({str(root)}, [str(tmp_path)], since) == [] and so.exists()
     finally:
         child.kill()
         child.wait()
     assert not in_use(str(root))
-    assert remove_leftover_extractions({str(root)}, [str(tmp_path)]) == [str(root)] and not root.exists()
+    assert remove_leftover_extractions({str(root)}, [str(tmp_path)], since) == [str(root)] and not root.exists()
 
 
 def test_only_a_folder_the_loader_made_in_a_temp_folder_is_ever_removed(tmp_path: Path) -> None:
     """A child runs the package's own native code, so what it names is hostile: a user's folder
     that holds an unpacked package, a loader-like name outside the temp folders, a link, a folder
-    with no package in it are all kept."""
+    with no package in it, a loader-like folder there before the child was started are all kept."""
+    import os
+    import time
+
+    since = time.time()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     project = tmp_path / "my-project"  # the user's own unpacked package
@@ -74,14 +81,18 @@ def test_only_a_folder_the_loader_made_in_a_temp_folder_is_ever_removed(tmp_path
     (empty / "data").mkdir(parents=True)
     link = tmp / "Zz99Yy"  # a link to the user's folder
     link.symlink_to(project)
-    named = [str(project), str(elsewhere), str(empty), str(link), str(tmp / "gone"), "/"]
-    assert remove_leftover_extractions(named, [str(tmp), "/tmp"]) == []
-    assert all(p.exists() for p in (project, elsewhere, empty, link)) and list(project.rglob("*.so"))
-    assert not made_by_the_loader(str(project), [str(tmp_path)]) and not made_by_the_loader(str(link), [str(tmp)])
+    older = tmp / "Q9w8E7"  # a loader-like folder with a package, there before the child started
+    _extraction(older)
+    os.utime(older, (since - 3600, since - 3600))
+    named = [str(project), str(elsewhere), str(empty), str(link), str(older), str(tmp / "gone"), "/"]
+    assert remove_leftover_extractions(named, [str(tmp), "/tmp"], since) == []
+    assert all(p.exists() for p in (project, elsewhere, empty, link, older)) and list(project.rglob("*.so"))
+    assert not made_by_the_loader(str(project), [str(tmp_path)], since) and not made_by_the_loader(str(link), [str(tmp)], since)
+    assert not made_by_the_loader(str(older), [str(tmp)], since)
     ours = tmp / "aotinductor_Q1w2E3"
     _extraction(ours)
-    assert made_by_the_loader(str(ours), [str(tmp)])
-    assert remove_leftover_extractions([*named, str(ours)], [str(tmp)]) == [str(ours)]
+    assert made_by_the_loader(str(ours), [str(tmp)], since)
+    assert remove_leftover_extractions([*named, str(ours)], [str(tmp)], since) == [str(ours)]
 
 
 def test_a_copy_of_the_package_made_since_the_load_began_is_found_by_its_model_files(tmp_path: Path) -> None:
@@ -117,7 +128,7 @@ import os
 from runtime_probe.child import ops
 
 def hostile_load(state, **kw):  # a package's native code owns the child: it names the user's folder
-    return {"extracted_to": [os.environ["VICTIM"], os.environ["VICTIM_IN_TMP"]]}
+    return {"extracted_to": [os.environ["VICTIM"], os.environ["VICTIM_IN_TMP"], os.environ["VICTIM_OLDER"]]}
 
 ops.OPS["load"] = hostile_load
 """
@@ -143,7 +154,16 @@ def test_a_child_naming_a_users_folder_gets_nothing_removed(tmp_path: Path) -> N
     _extraction(victim_in_tmp)
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    env = {"PYTHONPATH": str(inject), "VICTIM": str(victim), "VICTIM_IN_TMP": str(victim_in_tmp), "TMPDIR": str(tmpdir)}
+    older = tmpdir / "Q9w8E7"  # the loader's kind of folder in the child's TMPDIR, from before the child
+    _extraction(older)
+    os.utime(older, (0, 0))
+    env = {
+        "PYTHONPATH": str(inject),
+        "VICTIM": str(victim),
+        "VICTIM_IN_TMP": str(victim_in_tmp),
+        "VICTIM_OLDER": str(older),
+        "TMPDIR": str(tmpdir),
+    }
     worker = Worker(env=env)
     try:
         worker.request("load", 60, key="m", path=str(tmp_path / "m.pt2"))
@@ -154,4 +174,4 @@ def test_a_child_naming_a_users_folder_gets_nothing_removed(tmp_path: Path) -> N
             worker.request("ping", 30)
     finally:
         worker.close()
-    assert list(victim.rglob("*.so")) and list(victim_in_tmp.rglob("*.so"))
+    assert list(victim.rglob("*.so")) and list(victim_in_tmp.rglob("*.so")) and list(older.rglob("*.so"))
