@@ -21,7 +21,7 @@ fi
 export PYTHONPATH=$PWD:$PWD/scripts/gpu${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OUTCOMES_LOG=$OUT/outcomes.txt
 # every AOTI package segfaults at load on this machine without the system C++ runtime preloaded
 # (docs/gpu-validation.md); a user there runs with it, and so does this suite
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
 { date -u; nvidia-smi -L; nproc; $PY -c "import sys, torch, transformers, timm, torchvision; print(sys.version.split()[0], torch.__version__, transformers.__version__, timm.__version__, torchvision.__version__)"
   command -v g++ gdb unzip openssl docker; echo "preload: $PRELOAD"; git rev-parse --short HEAD 2>/dev/null; } > "$OUT/facts.txt" 2>&1
 s=$(date +%s)

@@ -14,7 +14,7 @@ OUT=${OUT:-$PWD/gpu-loader-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
 export LD_PRELOAD=$PRELOAD  # every AOTI package segfaults at load on these machines without it
 { date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"

@@ -9,7 +9,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
 { date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"; command -v g++ bash awk sha256sum; } > "$OUT/facts.txt" 2>&1
 T0=$(date +%s)
 ( s=$(date +%s); timeout 280 $PY -m pytest tests/unit -q -p no:cacheprovider -o addopts="-m 'not gpu'" > "$OUT/unit.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$OUT/unit.log" ) &

@@ -21,7 +21,8 @@ mkdir -p "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 # the C++ runtime the lent machines need to load any AOTI package (AOTI-FACTS.md)
-export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
+export LD_PRELOAD=$PRELOAD
 { date -u; nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1
   $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"

@@ -8,7 +8,8 @@ OUT=${OUT:-$PWD/gpu-nice-ab-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
+export LD_PRELOAD=$PRELOAD
 NAMES=("$@"); [ ${#NAMES[@]} -gt 0 ] || NAMES=(resnet18 bert swin_t clip_vision)
 COMMON=(--size full --device cuda --jobs "${JOBS:-4}" --bare-loader direct --timeout 400 --no-bare --steps build)
 AOTI_GUARD_TWIN_NICE=0 $PY -m zoo.parity "${NAMES[@]}" "${COMMON[@]}" --deadline "${DEADLINE_A:-240}" \

@@ -17,7 +17,7 @@ stamp() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 { date -u; nvidia-smi -L; $PY -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.device_count())"; } > "$RES/facts.txt" 2>&1
 # A C++ runtime to preload where the machine needs one (AOTI-FACTS.md); the probe finds and
 # verifies this remedy by itself in test_probe_of_the_cuda_build_explains_its_load.
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
 echo "preload candidate: $PRELOAD" >> "$RES/facts.txt"
 
 build() { local name=$1; shift; ( s=$(date +%s); env LD_PRELOAD="$PRELOAD" timeout 300 $PY -m aoti_guard build "$@" -o "$PKGS/$name.pt2" --json "$PKGS/$name.build.json" > "$RES/build_$name.log" 2>&1; echo "rc=$? seconds=$(( $(date +%s) - s ))" >> "$RES/build_$name.log" ) & }

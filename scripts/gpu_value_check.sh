@@ -14,7 +14,8 @@ mkdir -p "$RES"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 # the C++ runtime remedy the lent machines need to load any AOTI package (docs: AOTI-FACTS.md)
-export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
+export LD_PRELOAD=$PRELOAD
 { date -u; nvidia-smi -L; echo "LD_PRELOAD=$LD_PRELOAD"; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$RES/facts.txt" 2>&1
 cat "$RES/facts.txt"
 PKG=$OUT/embedding_cuda.pt2

@@ -13,7 +13,8 @@ OUT=${OUT:-$PWD/gpu-zoo-ab-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export LD_PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/gpu/cxx_runtime.sh"
+export LD_PRELOAD=$PRELOAD
 NAMES=("$@"); [ ${#NAMES[@]} -gt 0 ] || NAMES=(resnet18 bert)
 COMMON=(--size full --device cuda --jobs "${JOBS:-2}" --bare-loader direct --timeout 400)
 $PY -m zoo.parity "${NAMES[@]}" "${COMMON[@]}" --deadline "${DEADLINE_A:-300}" \

@@ -9,7 +9,7 @@
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; R=$OUT/cold_start.txt; : > "$R"
 PY=${PY:-python3}
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/cxx_runtime.sh"
 W=$(mktemp -d); PKG=$W/small.pt2
 say() { echo "$*" | tee -a "$R"; }
 say "== $(date -u) $(nvidia-smi -L | head -1)"

@@ -22,7 +22,7 @@ stamp() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
   $PY -c "from torch._inductor.cpp_builder import get_cpp_compiler; print('inductor cxx:', get_cpp_compiler())"
   cat /proc/driver/nvidia/version
 } > "$R/facts.txt" 2>&1
-PRELOAD=$(ldconfig -p | grep -m1 'libstdc++.so.6 (libc6,x86-64)' | awk '{print $NF}')
+. "$(dirname "$0")/cxx_runtime.sh"
 echo "PRELOAD=$PRELOAD" >> "$R/facts.txt"
 stamp facts
 
