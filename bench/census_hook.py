@@ -1,8 +1,9 @@
 """Loaded into every Python process of a census run (bench/lane_census.py puts a .pth that runs this
 file into the lane's venv for the run, and takes it out after): at exit each process appends one
 JSON line to ``$AOTI_GUARD_CENSUS_DIR/procs.jsonl``: its argv, its own CPU seconds, the CPU it had
-used when this file ran (the interpreter's start-up), and the CPU spent importing each of
-``WATCHED`` where that import was not nested inside another watched one (so nothing is counted twice).
+used when this file ran (the interpreter's start-up), and the CPU its imports took: each import not
+nested inside another (so nothing is counted twice), lazy ones during the work included, summed
+under its name for the ``WATCHED`` modules and under ``other:PACKAGE`` for the rest.
 
 ``os._exit`` is wrapped too (the probe's children and the CLI leave by it); a process killed by a
 signal writes nothing. Standard library only, and nothing here runs unless that variable is set.
@@ -20,13 +21,14 @@ from types import ModuleType
 from typing import Any
 
 # the imports every process of the suite may pay before it does its work: torch itself, then what a
-# compiling process adds (Inductor's compiler and code cache, sympy)
+# compiling process adds (Inductor's compiler and code cache, sympy); bench/lane_census.py measures
+# each alone too
 WATCHED = ("torch", "torch._inductor.compile_fx", "torch._inductor.codecache", "sympy")
 
 
 class _ImportTimer:
-    """A meta-path finder that finds nothing itself: for a watched module it asks the finders after
-    it, and wraps the loader's ``exec_module`` to time the import (CPU seconds)."""
+    """A meta-path finder that finds nothing itself: for a module imported outside any other import
+    it asks the finders after it, and wraps the loader's ``exec_module`` to time the import (CPU s)."""
 
     def __init__(self, record: dict[str, float]) -> None:
         self.record = record
@@ -35,7 +37,7 @@ class _ImportTimer:
 
     def find_spec(self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:
         # a finder asked below may search sys.meta_path itself (an editable install's does): not again
-        if name not in WATCHED or self.depth or self.searching:
+        if self.depth or self.searching:
             return None
         self.searching = True
         try:
@@ -45,18 +47,23 @@ class _ImportTimer:
         if spec is None:
             return None
         loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
+        # built-in and frozen modules have their importer class as the loader: left alone (and cheap)
+        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
             return None
         real: Callable[[ModuleType], None] = loader.exec_module
+        key = name if name in WATCHED else "other:" + name.partition(".")[0]
 
         def timed(module: ModuleType) -> None:
+            if self.depth:  # a loader shared between modules, reached again inside another import
+                real(module)
+                return
             self.depth += 1
             started = time.process_time()
             try:
                 real(module)
             finally:
                 self.depth -= 1
-                self.record[name] = self.record.get(name, 0.0) + time.process_time() - started
+                self.record[key] = self.record.get(key, 0.0) + time.process_time() - started
 
         try:
             loader.exec_module = timed  # type: ignore[method-assign]

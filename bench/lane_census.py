@@ -1,6 +1,6 @@
 """Where a test lane's CPU goes, and the floor under its time (issue 27): every Python process
-of the lane records its own CPU and what its start-up and its imports of torch, Inductor and sympy
-cost (bench/census_hook.py, put in the venv for the run through a .pth and taken out after); every
+of the lane records its own CPU and what its start-up and its imports cost (torch, Inductor and
+sympy by name, the rest by package) (bench/census_hook.py, put in the venv for the run through a .pth and taken out after); every
 test records its wall time and the CPU of its worker and of the processes it reaped
 (bench/census_plugin.py). The report sets the start-up and the imports apart from the rest: the
 rest is the floor, what the lane would still cost if no process paid to start.
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.census_hook import WATCHED
+
 ROOT = Path(__file__).resolve().parent.parent
 HOOK = Path(__file__).resolve().parent / "census_hook.py"
 PTH = "zz_aoti_guard_census.pth"
@@ -55,9 +57,12 @@ def kind(argv: list[str]) -> str:
     try:
         parts = path.resolve().relative_to(ROOT).parts
         package = ".".join(parts[:-1])
-    except ValueError:  # outside the checkout (an installed package, a test's temporary script)
+    except ValueError:  # outside the checkout (a test's temporary script)
         parts = (path.name,)
         package = path.parent.name
+    if "site-packages" in parts:  # an installed package (the venv may sit inside the checkout)
+        parts = parts[parts.index("site-packages") + 1 :]
+        package = ".".join(parts[:-1])
     if path.name == "__main__.py" and package:
         name = f"python -m {package}"
     else:
@@ -82,6 +87,7 @@ class Census:
     lane_cpu: float
     python_cpu: float
     kinds: dict[str, Kind] = field(default_factory=dict)
+    imports: dict[str, float] = field(default_factory=dict)  # every process's, by watched module or other package
 
     @property
     def measured(self) -> float:
@@ -121,14 +127,18 @@ def census(folder: Path, standalone: dict[str, float] | None = None) -> Census:
         python_cpu=sum(p["cpu"] for p in procs),
     )
     kinds: dict[str, Kind] = defaultdict(Kind)
+    by_import: dict[str, float] = defaultdict(float)
     for p in procs:
         k = kinds[kind(p["argv"])]
         imports: dict[str, float] = p["imports"]
+        for name, seconds in imports.items():
+            by_import[name] += seconds
         k.processes += 1
         k.cpu += p["cpu"]
         k.startup_and_imports += p["startup"] + sum(imports.values())
         k.upper += min(p["cpu"], p["startup"] + sum(max(seconds, standalone.get(name, 0.0)) for name, seconds in imports.items()))
     result.kinds = dict(sorted(kinds.items(), key=lambda item: -item[1].cpu))
+    result.imports = dict(sorted(by_import.items(), key=lambda item: -item[1]))
     return result
 
 
@@ -153,7 +163,8 @@ def report(folder: Path, cores: int, wall: float | None) -> str:
     rest = c.lane_cpu - c.upper
     lines += [
         "",
-        f"  start-up + watched imports, as measured: {c.measured:.0f} CPU-s; upper estimate: {c.upper:.0f} CPU-s",
+        f"  start-up + imports, as measured: {c.measured:.0f} CPU-s; upper estimate: {c.upper:.0f} CPU-s",
+        "  imports, CPU-s: " + ", ".join(f"{name} {seconds:.0f}" for name, seconds in list(c.imports.items())[:12]),
         f"  the floor (the lane's CPU less that upper estimate): {rest:.0f} CPU-s = {floor_minutes(rest, cores):.1f} min on {cores} cores busy all the time",
     ]
     if wall:
@@ -174,7 +185,7 @@ def _standalone(python: Path, folder: Path, rounds: int = 3) -> dict[str, float]
         for _ in range(rounds):
             subprocess.run([str(python), "-c", STANDALONE_IMPORTS], env=env, check=True)
         records = read_jsonl(Path(scratch) / "procs.jsonl")
-    names = {name for r in records for name in r["imports"]}
+    names = {name for r in records for name in r["imports"] if name in WATCHED}
     costs = {name: statistics.median(r["imports"].get(name, 0.0) for r in records) for name in sorted(names)}
     (folder / "standalone.json").write_text(json.dumps(costs, indent=1))
     return costs

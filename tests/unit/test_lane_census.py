@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import lane_census
+from bench.census_hook import WATCHED
 from bench.lane_census import ROOT, census, floor_minutes, kind
 
 
@@ -28,6 +29,8 @@ def _write(folder: Path, name: str, rows: list[dict[str, object]]) -> None:
         ([str(ROOT / "runtime_probe" / "__main__.py"), "pkg.pt2"], "python -m runtime_probe"),
         ([str(ROOT / "runtime_probe" / "child" / "main.py"), "3"], "runtime_probe/child/main.py"),
         (["/somewhere/venv/lib/python3.11/site-packages/pytest/__main__.py", "-n"], "python -m pytest"),
+        ([str(ROOT / ".venv" / "lib" / "python3.11" / "site-packages" / "pip" / "__main__.py")], "python -m pip"),
+        ([str(ROOT / ".venv" / "lib" / "python3.11" / "site-packages" / "pip" / "_vendor" / "hooks.py")], "pip/_vendor/hooks.py"),
         (["/elsewhere/tool.py"], "tool.py"),
         ([], "(no argv)"),
     ],
@@ -73,6 +76,7 @@ def test_the_lane_cpu_and_the_floor_under_it(tmp_path: Path) -> None:
     assert c.kinds["python -c"].upper == 1.5 + 1.5 + 1.25 + 0.5
     assert c.upper == 2.25 + 4.75
     assert c.measured == 1.75 + 3.5
+    assert c.imports == {"torch": 4.75, "sympy": 0.25}
     assert floor_minutes(c.lane_cpu - c.upper, cores=2) == pytest.approx(9.0 / 120)
     assert floor_minutes(120.0, cores=2, utilisation=0.5) == 2.0
     text = lane_census.report(tmp_path, cores=2, wall=8.0)
@@ -89,16 +93,16 @@ def test_a_folder_without_pids_counts_each_tests_worker_and_what_it_reaped(tmp_p
 def test_the_hook_records_a_process_once_with_its_imports_even_through_os_exit(tmp_path: Path) -> None:
     hook = ROOT / "bench" / "census_hook.py"
     # run twice, as a .pth seen through both lib and lib64 would; then leave by os._exit, as the CLI does
-    code = f"import runpy; runpy.run_path({str(hook)!r}); runpy.run_path({str(hook)!r}); import json; import os; os._exit(3)"
+    code = f"import runpy; runpy.run_path({str(hook)!r}); runpy.run_path({str(hook)!r}); import colorsys; import os; os._exit(3)"
     env = {**os.environ, "AOTI_GUARD_CENSUS_DIR": str(tmp_path)}
     assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 3
     (record,) = (json.loads(line) for line in (tmp_path / "procs.jsonl").read_text().splitlines())
     assert record["argv"] == ["-c"] and record["startup"] > 0 and record["cpu"] > 0
-    assert record["imports"] == {}  # json is not watched
+    assert "other:colorsys" in record["imports"] and not any(name in WATCHED for name in record["imports"])
     watched = f"import runpy; runpy.run_path({str(hook)!r}); import sympy"
     assert subprocess.run([sys.executable, "-c", watched], env=env, check=False).returncode == 0
     second = json.loads((tmp_path / "procs.jsonl").read_text().splitlines()[1])
-    assert set(second["imports"]) == {"sympy"} and second["imports"]["sympy"] > 0
+    assert second["imports"]["sympy"] > 0 and "other:sympy" not in second["imports"]  # its submodules inside it
 
 
 def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
