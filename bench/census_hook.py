@@ -116,7 +116,8 @@ def install(out_dir: str) -> None:
     os._exit = exit_after_writing  # type: ignore[assignment]
 
 
-# a venv's site-packages can be on the path twice (lib and its lib64 link), and the .pth then runs twice
-if os.environ.get("AOTI_GUARD_CENSUS_DIR") and not getattr(sys, "_aoti_guard_census", False):
+# only when run as a script (the .pth's runpy.run_path), not when imported for WATCHED; a venv's
+# site-packages can be on the path twice (lib and its lib64 link), and the .pth then runs twice
+if __name__ == "<run_path>" and os.environ.get("AOTI_GUARD_CENSUS_DIR") and not getattr(sys, "_aoti_guard_census", False):
     sys._aoti_guard_census = True  # type: ignore[attr-defined]
     install(os.environ["AOTI_GUARD_CENSUS_DIR"])

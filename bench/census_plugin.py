@@ -32,7 +32,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     if out:
         record = {
             "test": item.nodeid,
-            "pid": os.getpid(),
             "wall": time.time() - started,
             "self": own1 - own0,
             "children": reaped1 - reaped0,

@@ -47,8 +47,8 @@ def test_the_lane_cpu_and_the_floor_under_it(tmp_path: Path) -> None:
         tmp_path,
         "tests.jsonl",
         [
-            {"test": "t::a", "pid": 11, "wall": 10.0, "self": 0.5, "children": 8.0},
-            {"test": "t::b", "pid": 12, "wall": 4.0, "self": 0.25, "children": 2.0},
+            {"test": "t::a", "wall": 10.0, "self": 0.5, "children": 8.0},
+            {"test": "t::b", "wall": 4.0, "self": 0.25, "children": 2.0},
         ],
     )
     _write(
@@ -65,9 +65,9 @@ def test_the_lane_cpu_and_the_floor_under_it(tmp_path: Path) -> None:
         ],
     )
     (tmp_path / "standalone.json").write_text(json.dumps({"torch": 1.5, "sympy": 0.5}))  # what `run` measures first
+    (tmp_path / "lane.json").write_text(json.dumps({"returncode": 0, "wall": 8.0, "cpu": 16.0, "cores": 2}))  # and after
     c = census(tmp_path)
-    # what the tests reaped (10) plus the workers' and the controller's own CPU (1 + 3 + 2)
-    assert c.lane_cpu == 16.0
+    assert c.lane_cpu == 16.0  # the test command's, not the tests' sum (10.75)
     assert c.python_cpu == 12.75
     assert c.kinds["aoti-guard build"].processes == 1
     assert c.kinds["aoti-guard build"].startup_and_imports == 1.75
@@ -84,7 +84,7 @@ def test_the_lane_cpu_and_the_floor_under_it(tmp_path: Path) -> None:
     assert "(100% of 2 cores)" in text
 
 
-def test_a_folder_without_pids_counts_each_tests_worker_and_what_it_reaped(tmp_path: Path) -> None:
+def test_a_folder_without_the_commands_cpu_counts_each_tests_worker_and_what_it_reaped(tmp_path: Path) -> None:
     _write(tmp_path, "tests.jsonl", [{"test": "t::a", "wall": 1.0, "self": 0.5, "children": 2.0}])
     _write(tmp_path, "procs.jsonl", [])
     assert census(tmp_path, standalone={}).lane_cpu == 2.5
@@ -112,3 +112,10 @@ def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "False"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_importing_the_hook_for_its_names_installs_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "AOTI_GUARD_CENSUS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    code = "import sys, bench.census_hook; print(getattr(sys, '_aoti_guard_census', False))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "False" and not (tmp_path / "procs.jsonl").exists()
