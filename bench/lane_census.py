@@ -238,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ns = parser.parse_args(argv)
     if ns.command == "run":
+        if not (ns.venv / "bin" / "python").exists():
+            print(f"lane_census: {ns.venv} is not a venv (no bin/python); make one with scripts/setup.sh or pass --venv", file=sys.stderr)
+            return 2
         folder = ns.out or Path(tempfile.mkdtemp(prefix="aoti-guard-census-"))
         print(f"lane_census: records in {folder}", flush=True)
         return run(ns.venv.resolve(), folder.resolve(), ns.pytest_args)

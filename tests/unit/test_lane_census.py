@@ -117,5 +117,6 @@ def test_without_the_variable_the_hook_does_nothing(tmp_path: Path) -> None:
 def test_importing_the_hook_for_its_names_installs_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "AOTI_GUARD_CENSUS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     code = "import sys, bench.census_hook; print(getattr(sys, '_aoti_guard_census', False))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    # -S: no site-packages .pth runs (a census run's own would install the hook before the import)
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "False" and not (tmp_path / "procs.jsonl").exists()
