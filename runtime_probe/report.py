@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import unicodedata
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_probe.errors import ToolError
+from runtime_probe.escaping import for_terminal
 from runtime_probe.findings import Finding, Severity, exit_code_of
 from runtime_probe.output import write_atomic, write_output
 
@@ -147,24 +147,10 @@ class Report:
 _MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
 
 
-_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
 def clean(value: object) -> str:
-    """``value`` as text safe for a terminal or an XML file: control, format (bidi overrides such
-    as U+202E) and separator characters are escaped (``\\x1b``), since names in a report come from
-    the package and a hostile package must not drive the terminal or fake a line of the report."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if unicodedata.category(ch) in _UNPRINTABLE:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """``value`` safe for a terminal or an XML file (``escaping.for_terminal``): names in a report
+    come from the package, and a hostile package must not drive the terminal."""
+    return for_terminal(value)
 
 
 _BLOCK_LINES = 200  # a multi-line expected/found shown in the text report, at most
