@@ -36,6 +36,8 @@ if [ -n "$TV" ]; then
 else
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "torchvision==${TORCHVISION[2.14]}"
 fi
+# first the README's own install lines as a user runs them (issue 44): they must leave this torch
+bash scripts/readme_install.sh "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$VENV/constraints.txt" -e ".[test,dev,onnx,containers,signing,zoo]"  # the extras scripts/setup.sh installs: the same unit tests run
 bash scripts/venv/install_torchvision_shim.sh "$VENV"
 # the issue's promise: installing aoti-guard never moves an installed torch in 2.11..2.15
