@@ -23,6 +23,7 @@ from pathlib import Path
 
 from runtime_probe.host.cpu import cpu_model
 
+from .attack_report import AttackOutcome, attack_lines, run_attacks
 from .corpus_calls import PACKAGES, CallOutcome, run_calls
 from .faults import SCENARIOS, Fault
 from .make_corpus import make_corpus, make_keys
@@ -44,7 +45,13 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB"
 
 
-def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, calls: Sequence[CallOutcome] = ()) -> str:
+def render(
+    outcomes: Sequence[Outcome],
+    faults: Sequence[Fault],
+    package: Path,
+    calls: Sequence[CallOutcome] = (),
+    attacks: Sequence[AttackOutcome] = (),
+) -> str:
     crashes = [o for o in outcomes if o.crashed]
     ok = [o for o in outcomes if o.ok]
     by_code: Counter[str] = Counter()
@@ -126,6 +133,7 @@ def render(outcomes: Sequence[Outcome], faults: Sequence[Fault], package: Path, 
         result = f"skipped: {f.skipped}" if f.skipped else ("as expected" if not f.problems else "**" + "; ".join(f.problems) + "**")
         lines.append(f"| {f.name} | {f.what} | {f.observed or '-'} | {f.seconds:.1f} s | {result} |")
     lines += _call_lines(calls)
+    lines += attack_lines(attacks)
     lines += ["", "The trust model (what is signed, the order of the checks) is in `docs/security.md`.", ""]
     return "\n".join(lines)
 
@@ -189,8 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             work.mkdir(parents=True)
             faults.append(scenario(package, work))
         calls = run_calls({"static": package, **{n: build_package(folder, n) for n in PACKAGES if n != "static"}})
-        sys.stdout.write(render(outcomes, faults, package, calls))
-    return 0 if all(o.ok for o in outcomes) and not any(f.problems for f in faults) and all(c.ok for c in calls) else 1
+        attacks = run_attacks(package)
+        sys.stdout.write(render(outcomes, faults, package, calls, attacks))
+    ok = all(o.ok for o in outcomes) and not any(f.problems for f in faults) and all(c.ok for c in calls) and all(a.held for a in attacks)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
