@@ -188,7 +188,9 @@ def cli() -> None:
     "--device",
     default=BuildOptions.device,
     show_default=True,
-    help="cpu, cuda or cuda:N: where the model is exported, compiled and validated.",
+    help="auto, cpu, cuda or cuda:N: where the model is exported, compiled and validated. auto: the device of the "
+    "factory's model and example (a factory that mixes devices is refused, naming the tensors); any other value "
+    "moves the model and the example there.",
 )
 @click.option(
     "--dynamic",

@@ -17,7 +17,7 @@ class BuildOptions:
     """How to build. ``output`` must end in .pt2 (torch's loader insists)."""
 
     output: str
-    device: str = "cpu"
+    device: str = "auto"  # "auto": the factory's tensors' (builder/device.py); the resolve step sets the real one
     dynamic: tuple[str, ...] = ()
     inductor_configs: Mapping[str, Any] = field(default_factory=dict)
     debug_twin: bool = True

@@ -20,6 +20,7 @@ from typing import Any
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
 from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain
+from aoti_guard.builder import device as device_mod
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder import twin_step as twin_step_mod
@@ -70,8 +71,8 @@ def check_options(options: BuildOptions) -> None:
     if not os.access(folder, os.W_OK):
         raise UsageError(f"output folder {folder} is not writable", hint="choose another -o path")
     dev = options.device
-    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        raise UsageError(f"unknown device {dev!r}", hint="use cpu, cuda or cuda:N")
+    if not (dev in ("auto", "cpu") or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise UsageError(f"unknown device {dev!r}", hint="use auto (the factory's), cpu, cuda or cuda:N")
     if options.twin_schedule not in twin_mod.SCHEDULES:
         raise UsageError(f"unknown twin schedule {options.twin_schedule!r}", hint=f"use one of: {', '.join(twin_mod.SCHEDULES)}")
     if options.twin_weights not in twin_mod.WEIGHTS:
@@ -122,21 +123,6 @@ def _set_trace_dir(trace_dir: str) -> None:
             handler.root_dir = trace_dir
             if handler not in internal.trace_log.handlers:
                 internal.trace_log.addHandler(handler)
-
-
-def _to_device(spec: BuildSpec, device: str) -> BuildSpec:
-    import torch
-    from torch.utils import _pytree as pytree
-
-    if device == "cpu":
-        return spec
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {device} but this host has no usable CUDA device", hint="build on a GPU host, or use --device cpu")
-    move = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
-    model = spec.model.to(device) if isinstance(spec.model, torch.nn.Module) else spec.model
-    return BuildSpec(
-        model, tuple(pytree.tree_map(move, list(spec.args))), pytree.tree_map(move, dict(spec.kwargs)), spec.dynamic_shapes, spec.name
-    )
 
 
 def _metadata(contract: IOContract, device: str) -> dict[str, str]:
@@ -256,7 +242,6 @@ def resolve_step(st: BuildState) -> StepResult:
 
     try:
         spec = st.target if isinstance(st.target, BuildSpec) else resolve_target(st.target)
-        spec = _to_device(spec, st.options.device)
     except FactoryError as exc:
         finding = error(
             "build.factory_failed",
@@ -268,6 +253,9 @@ def resolve_step(st: BuildState) -> StepResult:
         )
         raise StepFailed([finding], "the model could not be produced") from exc
     user_samples_mod.check_sources(spec.samples, "BuildSpec.samples")
+    choice = device_mod.resolve_device(spec, st.options.device)
+    spec, st.options = choice.spec, replace(st.options, device=choice.device)
+    st.extra["device"] = choice.device  # the report's device is the compiled one, never "auto"
     st.spec = spec
     st.is_program = isinstance(spec.model, torch.export.ExportedProgram)
     st.dynamic = spec.dynamic_shapes
@@ -279,7 +267,7 @@ def resolve_step(st: BuildState) -> StepResult:
         bound = contract_mod.bind_example(spec.model, spec.args, spec.kwargs)
         st.dynamic = dynamic_shapes_from_flags(parse_dynamic(st.options.dynamic), bound)
     st.extra["model"] = spec.label
-    return [], {"model": spec.label, "saved_program": st.is_program}
+    return [], {"model": spec.label, "saved_program": st.is_program, "device": choice.device, "device_from": choice.origin}
 
 
 def export_step(st: BuildState) -> StepResult:
