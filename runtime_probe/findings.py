@@ -112,6 +112,7 @@ CODES: dict[str, str] = {
     "golden.recipe_mismatch": "A compact golden sample's inputs did not regenerate bit-exactly on this host; the sample was not checked.",
     # build
     "build.factory_failed": "The model factory raised or returned something unusable.",
+    "build.training_mode": "The factory's model is in training mode and some of its modules behave differently there (Dropout, attention dropout, BatchNorm): the build stops at resolve, before exporting; the modules are named, and the fix is model.eval().",
     "build.export_failed": "torch.export could not export the model.",
     "build.export_specialized": "torch.export assumed a condition that pins or relates declared dynamic dims (a shape guard such as h*w == 64) and AOTInductor does not check it: the bare package computes the traced branch for every size. An error unless --allow-export-guards (then the guarded loader enforces it); always an error when the guard cannot be translated.",
     "build.compile_failed": "AOTInductor could not compile the model.",

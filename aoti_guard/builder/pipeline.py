@@ -19,7 +19,7 @@ from typing import Any
 
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
-from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain
+from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain, training_mode
 from aoti_guard.builder import device as device_mod
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
@@ -253,6 +253,19 @@ def resolve_step(st: BuildState) -> StepResult:
         )
         raise StepFailed([finding], "the model could not be produced") from exc
     user_samples_mod.check_sources(spec.samples, "BuildSpec.samples")
+    in_training = training_mode.training_dependent(spec.model)
+    if in_training:  # one cause, one error, before anything exports or compiles
+        finding = error(
+            "build.training_mode",
+            "resolve",
+            training_mode.message(in_training),
+            expected="model.training == False (eval mode)",
+            found="model.training == True",
+            hint="call model.eval() in the factory before returning the model (training mode makes Dropout and "
+            "attention dropout draw noise and BatchNorm use the batch's statistics: not the model to serve)",
+            evidence={"modules": in_training},
+        )
+        raise StepFailed([finding], "the model is in training mode")
     choice = device_mod.resolve_device(spec, st.options.device)
     spec, st.options = choice.spec, replace(st.options, device=choice.device)
     st.extra["device"] = choice.device  # the report's device is the compiled one, never "auto"
