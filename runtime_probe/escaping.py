@@ -11,6 +11,7 @@ that medium here; none escapes by itself.
 | terminal, log line, text report, XML, error message | ``for_terminal`` |
 | Markdown table cell, list item, heading  | ``for_markdown``  |
 | Markdown inline code                     | ``for_markdown_code`` |
+| one line of a Markdown fenced code block | ``for_markdown_fenced`` |
 | a value in a generated shell script      | ``for_shell``     |
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "UnsafeValue",
     "for_markdown",
     "for_markdown_code",
+    "for_markdown_fenced",
     "for_shell",
     "for_terminal",
     "require_plain",
@@ -55,9 +57,10 @@ _MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>|~!#&"})
 # GitHub links bare addresses (``www.x``, ``http://``, ``a@b.c``) and ``@name`` mentions in text
 # AFTER escapes are resolved, so escaping alone does not stop them: a word joiner (U+2060,
 # written as an entity so that the Markdown source stays printable) after ``@`` and inside the
-# scheme or ``www`` (and after ``#`` of an issue reference) breaks the pattern while the page reads the same.
+# scheme or ``www`` (and after ``#`` of an issue reference, inside ``GH`` of ``GH-12``, GitHub's
+# other issue reference) breaks the pattern while the page reads the same.
 _WJ = "&#8288;"
-_AUTOLINK = re.compile(r"(?i)(@|#(?=\w)|\bwww(?=\.)|\b(?:https?|ftp|mailto|xmpp)(?=:))")
+_AUTOLINK = re.compile(r"(?i)(@|#(?=\w)|\bwww(?=\.)|\b(?:https?|ftp|mailto|xmpp)(?=:)|\bgh(?=-\d))")
 
 
 def _one_line(value: object) -> str:
@@ -85,6 +88,17 @@ def for_markdown_code(value: object) -> str:
     table cell (GFM splits cells on ``|`` even inside code: ``\\|`` keeps it)."""
     text = _one_line(value).replace("`", "'").replace("|", "\\|")
     return f"`{text}`"
+
+
+_FENCE = re.compile(r"`{3,}")
+
+
+def for_markdown_fenced(value: object) -> str:
+    """``value`` as one line inside a fenced code block opened with three backticks: nothing in a
+    fence is markup (no link, HTML or mention), so only its end must be kept out. Spaces are kept
+    (a table in the details lines up); a newline reads as a space; no run of three backticks
+    (which would close the fence, indented or not) is left."""
+    return _FENCE.sub(lambda m: "'" * len(m.group()), for_terminal(str(value).replace("\n", " ")))
 
 
 class UnsafeValue(ValueError):

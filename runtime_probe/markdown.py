@@ -3,7 +3,9 @@
 
 One table of phases, then each error and warning with expected, found and the hint, then the
 phase details the text report shows (latency, coverage, margins, the stage table) in a code block.
-Everything from the package is escaped: a name cannot add a row, a link or HTML to the page.
+Everything from the package goes through ``runtime_probe.escaping`` (``for_markdown``,
+``for_markdown_code``, ``for_markdown_fenced``): a name cannot add a row, a link, an image, HTML,
+a mention or an issue reference to the page.
 """
 
 from __future__ import annotations
@@ -11,53 +13,45 @@ from __future__ import annotations
 import os
 import sys
 
+from runtime_probe.escaping import for_markdown, for_markdown_code, for_markdown_fenced
 from runtime_probe.findings import Finding, Severity
-from runtime_probe.report import SKIPPED, Report, clean, detail_lines
+from runtime_probe.report import SKIPPED, Report, detail_lines
 
 __all__ = ["STEP_SUMMARY", "append_step_summary", "render_markdown"]
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>|~"})  # no emphasis, link, HTML, cell or code of its own
-
-
-def _md(value: object) -> str:
-    """Text safe inside a Markdown table cell or list item: one line, no markup of its own."""
-    return clean(value).replace("\n", " ").translate(_SPECIAL)
-
-
-def _code(value: object) -> str:
-    text = clean(value).replace("\n", " ").replace("`", "'")
-    return f"`{text}`"
 
 
 def _finding(f: Finding) -> str:
-    line = f"- **{f.severity.value}** {_code(f.code)} ({_md(f.phase)}): {_md(f.message)}"
+    md, code = for_markdown, for_markdown_code
+    line = f"- **{f.severity.value}** {code(f.code)} ({md(f.phase)}): {md(f.message)}"
     if f.expected is not None or f.found is not None:
-        line += f"; expected {_code(f.expected if f.expected is not None else '-')}, found {_code(f.found if f.found is not None else '-')}"
+        line += f"; expected {code(f.expected if f.expected is not None else '-')}, found {code(f.found if f.found is not None else '-')}"
     if f.hint:
-        line += f"  \n  hint: {_md(f.hint)}"
+        line += f"  \n  hint: {md(f.hint)}"
     return line
 
 
 def render_markdown(report: Report) -> str:
     """The report as a Markdown section (it can be appended to a page that holds others)."""
+    md, code = for_markdown, for_markdown_code
     subject = report.package.get("path") or report.kind
     verdict = "PASSED" if report.passed else "FAILED"
     errors = [f for f in report.findings if f.severity is Severity.ERROR]
     warnings = [f for f in report.findings if f.severity is Severity.WARNING]
     strict = " (--strict: warnings fail)" if report.strict else ""
     lines = [
-        f"### {report.kind} {_code(os.path.basename(str(subject)))}: {verdict}",
+        f"### {md(report.kind)} {code(os.path.basename(str(subject)))}: {verdict}",
         "",
         f"{len(errors)} error(s), {len(warnings)} warning(s){strict}; exit code {report.exit_code}. "
-        f"{_md(report.tool_version and 'Tool version ' + report.tool_version + '.')}",
+        f"{md(report.tool_version and 'Tool version ' + report.tool_version + '.')}",
     ]
     sha = report.package.get("sha256")
     if sha:
-        lines.append(f"Package sha256 {_code(sha)}.")
+        lines.append(f"Package sha256 {code(sha)}.")
     for section in (report, *report.sections):
         if section is not report:
-            lines += ["", f"#### {_md(section.title or section.kind)}"]
+            lines += ["", f"#### {md(section.title or section.kind)}"]
         lines += ["", "| phase | status | seconds | findings |", "| --- | --- | ---: | --- |"]
         for p in section.phases:
             counts = [
@@ -68,14 +62,14 @@ def render_markdown(report: Report) -> str:
                 )
                 if n
             ]
-            status = p.status if p.status != SKIPPED else f"skipped: {_md(str(p.detail.get('reason', '')).removeprefix('skipped: '))}"
-            lines.append(f"| {_code(p.name)} | {status} | {p.seconds:.2f} | {', '.join(counts) or '-'} |")
+            status = md(p.status) if p.status != SKIPPED else f"skipped: {md(str(p.detail.get('reason', '')).removeprefix('skipped: '))}"
+            lines.append(f"| {code(p.name)} | {status} | {p.seconds:.2f} | {', '.join(counts) or '-'} |")
     if errors or warnings:
         lines += ["", "**Findings**", ""] + [_finding(f) for f in (*errors, *warnings)]
     details = [f"{p.name}: {line}" for s in (report, *report.sections) for p in s.phases for line in detail_lines(p)]
     if details:
         lines += ["", "<details><summary>details</summary>", "", "```"]
-        lines += [clean(line).replace("```", "'''") for line in details]
+        lines += [for_markdown_fenced(line) for line in details]
         lines += ["```", "", "</details>"]
     return "\n".join(lines) + "\n\n"
 

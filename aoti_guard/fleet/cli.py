@@ -17,7 +17,8 @@ import click
 
 from aoti_guard.fleet import k8s, kube, slurm
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
-from aoti_guard.fleet.sources import Limits, read_all
+from aoti_guard.fleet.sources import Limits
+from aoti_guard.fleet.trust import check_one_package, gather
 from runtime_probe.errors import ToolError, UsageError
 from runtime_probe.output import STDOUT, write_atomic, write_output
 
@@ -48,14 +49,9 @@ def _emit(report_text: str, path: str | None) -> None:
 def _report(paths: Sequence[str], json_path: str | None, md_path: str | None, any_package: bool) -> int:
     if json_path is not None and json_path == md_path:
         raise UsageError(f"--json and --markdown both write {json_path}", hint="give each its own path; at most one may be '-'")
-    results = read_all(paths, _LIMITS)
-    packages = {str(r.package.get("sha256")) for r in results if r.package.get("sha256")}
-    if len(packages) > 1 and not any_package:
-        shown = ", ".join(sorted(p[:12] for p in packages))
-        raise UsageError(
-            f"the reports probed {len(packages)} different packages (sha256 {shown}...): one fleet verdict is about one package",
-            hint="aggregate one rollout's folder at a time, or pass --any-package to group them anyway",
-        )
+    results = gather(paths, _LIMITS)
+    if not any_package:
+        check_one_package(results)
     fleet_report = aggregate(results)
     if STDOUT not in (json_path, md_path):
         click.echo(render_text(fleet_report), nl=False)

@@ -5,8 +5,11 @@ field readers may ignore, MAJOR when removing or changing the meaning of one.
 
 Rules (docs/fleet.md says why):
 
+- A report is believed only as far as ``trust.believe`` says: in its own node's file, with a time
+  that is a date and not in the future (a report that names another node, or whose time cannot be
+  believed, has no verdict and supersedes nothing).
 - A node's latest report counts (a retried pod or requeued task reports again); older ones are
-  counted as ``superseded``.
+  counted as ``superseded``. Two reports of one time: the failing one counts.
 - A class fails when any of its nodes failed: nodes of one class run the same package the same
   way, so one failure is either the package (every node fails) or a sick node (the split says
   which), and either way the class is not cleared.
@@ -20,12 +23,15 @@ Rules (docs/fleet.md says why):
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, Issue, NodeClass, NodeResult
+from aoti_guard.fleet.trust import believe
+from runtime_probe.escaping import for_markdown
 from runtime_probe.report import clean
 
 __all__ = ["FLEET_SCHEMA_VERSION", "ClassVerdict", "FleetReport", "aggregate", "render_json", "render_markdown", "render_text"]
@@ -96,22 +102,28 @@ class FleetReport:
         }
 
 
-def _latest(results: Iterable[NodeResult]) -> tuple[list[NodeResult], int]:
-    """One result per named node: its latest report (by ``created``; ties: the later file)."""
-    keep: dict[str, NodeResult] = {}
+_RANK = {PASS: 0, NO_VERDICT: 1, FAIL: 2}  # of two reports of one time, the worse counts
+
+
+def _latest(results: Iterable[NodeResult], now: _dt.datetime) -> tuple[list[NodeResult], int]:
+    """One result per named node: its latest believed report (by ``created``; ties: the worse
+    outcome, then the later file); every result as ``trust.believe`` takes it."""
+    keep: dict[str, tuple[tuple[_dt.datetime, int], NodeResult]] = {}
     anonymous: list[NodeResult] = []
     superseded = 0
-    for r in results:
+    for given in results:
+        r, at = believe(given, now)
         if r.node == "?" or r.node_class is None:
-            anonymous.append(r)  # no name or no class: nothing to dedupe it by
+            anonymous.append(r)  # no name (or not its own file) or no class: nothing to dedupe it by
             continue
+        key = (at, _RANK[r.outcome])
         old = keep.get(r.node)
         if old is not None:
             superseded += 1
-            if old.created > r.created:
+            if old[0] > key:
                 continue
-        keep[r.node] = r
-    return [*keep.values(), *anonymous], superseded
+        keep[r.node] = (key, r)
+    return [r for _, r in keep.values()] + anonymous, superseded
 
 
 def _class_verdict(cls: NodeClass | None, members: Sequence[NodeResult]) -> ClassVerdict:
@@ -132,10 +144,11 @@ def _class_verdict(cls: NodeClass | None, members: Sequence[NodeResult]) -> Clas
     return ClassVerdict(cls, verdict, passed, failed, silent, issues)
 
 
-def aggregate(results: Iterable[NodeResult]) -> FleetReport:
-    """The fleet's verdict per class (the module's docstring gives the rules)."""
+def aggregate(results: Iterable[NodeResult], now: _dt.datetime | None = None) -> FleetReport:
+    """The fleet's verdict per class (the module's docstring gives the rules); ``now`` (this
+    machine's clock by default) bounds the reports' times."""
     items = list(results)
-    latest, superseded = _latest(items)
+    latest, superseded = _latest(items, now or _dt.datetime.now(_dt.UTC))
     groups: dict[NodeClass | None, list[NodeResult]] = {}
     for r in latest:
         groups.setdefault(r.node_class, []).append(r)
@@ -145,8 +158,9 @@ def aggregate(results: Iterable[NodeResult]) -> FleetReport:
     return FleetReport(tuple(verdicts), reports=len(items), superseded=superseded)
 
 
-def _names(nodes: Sequence[str]) -> str:
-    shown = ", ".join(clean(n) for n in nodes[:_SHOWN_NODES])
+def _names(nodes: Sequence[str], escape: Callable[[object], str] = clean) -> str:
+    """At most ``_SHOWN_NODES`` names, each through the medium's ``escape``."""
+    shown = ", ".join(escape(n) for n in nodes[:_SHOWN_NODES])
     return shown + (f" and {len(nodes) - _SHOWN_NODES} more" if len(nodes) > _SHOWN_NODES else "")
 
 
@@ -190,7 +204,7 @@ def render_text(report: FleetReport) -> str:
 
 def _footer(report: FleetReport) -> str:
     verdict = {0: "PASSED", 1: "FAILED"}.get(report.exit_code, "NO VERDICT")
-    extra = f", {report.superseded} superseded by a newer report of the same node" if report.superseded else ""
+    extra = f", {report.superseded} superseded by the latest believed report of the same node" if report.superseded else ""
     return (
         f"{verdict}: {report.count(PASS)} class(es) pass, {report.count(FAIL)} fail, {report.count(NO_VERDICT)} without a verdict "
         f"({report.reports} report(s){extra})"
@@ -201,23 +215,22 @@ def render_json(report: FleetReport) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def _md(text: object) -> str:
-    return clean(text).replace("|", "\\|").replace("<", "&lt;").replace("`", "'")
-
-
 def render_markdown(report: FleetReport) -> str:
-    """A summary for a pull request or a CI page: a table of classes, then each failure's findings."""
+    """A summary for a pull request or a CI page: a table of classes, then each failure's findings.
+    Every text from a node's report goes through ``for_markdown``: it adds no link, image,
+    emphasis, HTML, row, cell, mention or issue reference to the page."""
+    md = for_markdown
     head = {0: "passed", 1: "FAILED"}.get(report.exit_code, "NO VERDICT")
     lines = [f"### Fleet probe: {head}", "", "| verdict | node class | pass | fail | no verdict |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {_MARK[c.verdict]} | {_md(c.label)} | {len(c.passed)} | {len(c.failed)} | {len(c.no_verdict)} |" for c in report.classes]
+    lines += [f"| {_MARK[c.verdict]} | {md(c.label)} | {len(c.passed)} | {len(c.failed)} | {len(c.no_verdict)} |" for c in report.classes]
     for c in report.classes:
         if c.verdict == PASS and not c.no_verdict:
             continue
-        lines += ["", f"#### {_MARK[c.verdict]}: {_md(c.label)}", ""]
+        lines += ["", f"#### {_MARK[c.verdict]}: {md(c.label)}", ""]
         for issue, nodes in c.issues:
-            hint = f" Hint: {_md(issue.hint)}" if issue.hint else ""
-            lines.append(f"- **{_md(issue.code)}** on {len(nodes)} node(s) ({_md(_names(nodes))}): {_md(_issue_line(issue))}.{hint}")
+            hint = f" Hint: {md(issue.hint)}" if issue.hint else ""
+            lines.append(f"- **{md(issue.code)}** on {len(nodes)} node(s) ({_names(nodes, md)}): {md(_issue_line(issue))}.{hint}")
         for node, why in c.no_verdict[:_SHOWN_NODES]:
-            lines.append(f"- no verdict from {_md(node)}: {_md(why)}")
-    lines += ["", _md(_footer(report))]
+            lines.append(f"- no verdict from {md(node)}: {md(why)}")
+    lines += ["", md(_footer(report))]
     return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -10,11 +11,14 @@ from typing import Any
 import pytest
 
 from aoti_guard.cli import main
-from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, cpu_isa_level, node_result
+from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, Issue, NodeClass, NodeResult, cpu_isa_level, node_result, unreadable
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
 from aoti_guard.fleet.sources import Limits, read_all, read_report
 from runtime_probe.findings import error
+from runtime_probe.node_check import _file_name as node_file_name
 from runtime_probe.report import Report, make_phase
+from tests.gfm import markup_added, references, render
+from tests.unit.test_markdown_escaping import ALL
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": "90", "total_memory": 85_000_000_000}
 A10 = {"name": "NVIDIA A10G", "capability": "86", "total_memory": 24_000_000_000}
@@ -88,7 +92,7 @@ def test_classes_split_by_gpu_driver_torch_and_cpu_hosts(tmp_path: Path) -> None
 
 
 def test_hostile_files_are_no_verdict_never_pass(tmp_path: Path) -> None:
-    good = write(tmp_path, "good.json", probe_report("g1"))
+    good = write(tmp_path, "g1.json", probe_report("g1"))
     (tmp_path / "truncated.json").write_text(good.read_text()[:300])
     (tmp_path / "empty.json").write_text("")
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
@@ -102,9 +106,9 @@ def test_hostile_files_are_no_verdict_never_pass(tmp_path: Path) -> None:
     os.symlink(good, tmp_path / "link.json")
     os.mkfifo(tmp_path / "fifo.json")
     results = {Path(r.source).name: r for r in read_all([str(tmp_path)], Limits(max_bytes=500))}
-    assert results["good.json"].outcome == NO_VERDICT and "over the 500-byte limit" in results["good.json"].reason
+    assert results["g1.json"].outcome == NO_VERDICT and "over the 500-byte limit" in results["g1.json"].reason
     results = {Path(r.source).name: r for r in read_all([str(tmp_path)], Limits(max_bytes=1 << 20))}
-    assert results["good.json"].outcome == PASS
+    assert results["g1.json"].outcome == PASS
     expect = {
         "truncated.json": "not valid JSON",
         "empty.json": "empty",
@@ -130,8 +134,8 @@ def test_latest_report_of_a_node_wins_and_partial_silence_still_passes(tmp_path:
     old["created"] = "2026-11-25T01:00:00+00:00"
     new = probe_report("n1", [H100])
     new["created"] = "2026-11-25T02:00:00+00:00"
-    write(tmp_path, "b-old.json", old)
-    write(tmp_path, "a-new.json", new)
+    write(tmp_path, "n1--pod-b.json", old)  # a retried pod: fleet k8s --apply names its log NODE--POD.json
+    write(tmp_path, "n1--pod-a.json", new)
     died = {"kind": "fleet.no_verdict", "node": "n2", "reason": "the probe did not finish within 60 s"}
     write(tmp_path, "n2.json", died)
     write(tmp_path, "n3.json", probe_report("n3", [H100], tool=True))  # exit 3: no verdict, in its class
@@ -183,3 +187,34 @@ def test_help_teaches(command: list[str], capsys: pytest.CaptureFixture[str]) ->
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "Usage:" in out and (command == ["fleet"] or "examples:" in out)
+
+
+def hostile_fleet(text: str) -> list[NodeResult]:
+    """A fleet whose every node-given text is ``text``: class facts, node names, findings, reasons."""
+    cls = NodeClass(gpu=text, capability="9.0", driver=text, cuda="13.0", torch=text, libstdcxx=text, machine="x86_64")
+    other = NodeClass(gpu="NVIDIA H100", capability="9.0", driver="580", cuda="13.0", torch=text, libstdcxx="6.0.33", machine="x86_64")
+    issue = Issue(code=text, message=text, expected=text, found=text, hint=text)
+    now = "2026-11-27T11:00:00+00:00"
+
+    def node(name: str, c: NodeClass, outcome: str, **kw: Any) -> NodeResult:
+        code = {PASS: 0, FAIL: 1}.get(outcome, 2)
+        return NodeResult(f"/r/{node_file_name(name)}", name, c, outcome, code, created=now, **kw)
+
+    return [
+        node(f"{text}-1", cls, FAIL, issues=(issue,)),
+        node(f"{text}-2", cls, PASS),
+        node(f"{text}-3", other, PASS),
+        node(f"{text}-4", other, NO_VERDICT, reason=text),
+        unreadable(f"/r/{text}.json", text),
+    ]
+
+
+def test_markdown_of_hostile_node_reports_adds_no_markup() -> None:
+    # a node's report renders as text: no link, image, bold, HTML, row, cell, mention or issue reference
+    now = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC)
+    hostile = render_markdown(aggregate(hostile_fleet(ALL), now=now))
+    benign = render_markdown(aggregate(hostile_fleet("word"), now=now))
+    assert hostile.startswith("### Fleet probe: FAILED") and benign.startswith("### Fleet probe: FAILED")
+    assert markup_added(hostile, benign) == {}, render(hostile)
+    assert references(render(hostile)) == [], render(hostile)
+    assert "\x1b" not in hostile and "\u202e" not in hostile
