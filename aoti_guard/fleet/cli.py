@@ -20,6 +20,7 @@ from aoti_guard.fleet.report import aggregate, render_json, render_markdown, ren
 from aoti_guard.fleet.sources import Limits, read_all
 from runtime_probe.errors import ToolError, UsageError
 from runtime_probe.output import STDOUT, write_atomic, write_output
+from runtime_probe.report import clean
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _LIMITS = Limits()
@@ -326,18 +327,24 @@ def slurm_cmd(
         mem=mem,
     )
     plan.check()
+    batch = os.path.abspath(os.path.join(out_dir, "probe.sbatch"))
+    submit_sh = os.path.join(out_dir, "submit.sh")
+    # every script is rendered (and every value checked) before anything is written
+    scripts = {
+        batch: slurm.render_batch(plan),
+        submit_sh: slurm.render_submit(plan, batch),
+        os.path.join(out_dir, "prolog.sh"): slurm.render_prolog(plan),
+    }
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
-        raise ToolError(f"cannot create {out_dir} ({exc.strerror})") from None
-    batch = os.path.abspath(os.path.join(out_dir, "probe.sbatch"))
-    submit_sh = os.path.join(out_dir, "submit.sh")
-    write_atomic(batch, slurm.render_batch(plan).encode(), mode=0o755)
-    write_atomic(submit_sh, slurm.render_submit(plan, batch).encode(), mode=0o755)
-    write_atomic(os.path.join(out_dir, "prolog.sh"), slurm.render_prolog(plan).encode(), mode=0o755)
-    click.echo(f"wrote {batch}, {submit_sh} and {os.path.join(out_dir, 'prolog.sh')}", err=True)
+        raise ToolError(f"cannot create {clean(out_dir)} ({exc.strerror})") from None
+    for path, text in scripts.items():
+        write_atomic(path, text.encode(), mode=0o755)
+    click.echo(f"wrote {clean(', '.join(scripts))}", err=True)
     if not submit:
-        click.echo(f"submit with: bash {submit_sh}; then: aoti-guard fleet report {reports}", err=True)
+        word = slurm.shell_word  # a command line to copy: each value one quoted word
+        click.echo(f"submit with: bash {word(submit_sh, '-o')}; then: aoti-guard fleet report {word(reports, '--reports')}", err=True)
         return
     done = slurm.submit(submit_sh)
     click.echo(done.message or f"submitted array {done.job_id}", err=True)
