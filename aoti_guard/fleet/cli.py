@@ -142,10 +142,17 @@ def _groups(
                 doc = json.load(fh)
         except (OSError, ValueError) as exc:
             raise UsageError(
-                f"cannot read --nodes-json {nodes_json} ({exc})", hint="write it with: kubectl get nodes -o json > nodes.json"
+                f"cannot read --nodes-json {clean(nodes_json)} ({clean(exc)})", hint="write it with: kubectl get nodes -o json > nodes.json"
+            ) from None
+        except RecursionError:  # json's parser recurses once per level: a hostile file's depth is a usage error
+            raise UsageError(
+                f"--nodes-json {clean(nodes_json)} is nested too deeply to be kubectl's node list",
+                hint="write it with: kubectl get nodes -o json > nodes.json",
             ) from None
         if not isinstance(doc, dict):
-            raise UsageError(f"--nodes-json {nodes_json} is not a JSON object")
+            raise UsageError(
+                f"--nodes-json {clean(nodes_json)} is not a JSON object", hint="write it with: kubectl get nodes -o json > nodes.json"
+            )
         return tuple(k8s.groups_from_nodes(doc))
     if apply_:
         return tuple(k8s.groups_from_nodes(kube.get_nodes()))
@@ -248,7 +255,7 @@ def k8s_cmd(
         deadline_s=deadline,
     )
     docs = k8s.render(plan)
-    classes = ", ".join(f"{g.name} x{g.count}" for g in plan.groups) or "every node (DaemonSet)"
+    classes = ", ".join(f"{name} x{g.count}" for g, name in zip(plan.groups, k8s.class_names(plan.groups))) or "every node (DaemonSet)"
     header = f"aoti-guard fleet k8s: probe {package} (run {rid}); node classes: {classes}\nkubectl apply -f THIS; then: aoti-guard fleet report REPORTS"
     text = k8s.to_text(docs, header)
     if output != STDOUT:
