@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from runtime_probe.errors import ToolError, UsageError
-from runtime_probe.escaping import UnsafeValue, for_shell, require_plain
+from runtime_probe.escaping import UnsafeValue, for_shell, for_terminal, require_plain
 
 __all__ = [
     "SlurmPlan",
@@ -304,8 +304,9 @@ def submit(submit_script: str, runner: Runner = run_command) -> Submitted:
     proc = runner(["bash", submit_script], 120.0)
     job = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode != 0 or not job.isdigit():
+        said = proc.stderr.strip()[-2000:] or proc.stdout.strip()[-2000:]  # Slurm's words and the script's: which array, what became of it
         raise ToolError(
-            f"submitting the array failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:] or proc.stdout.strip()[-2000:]}",
+            f"submitting the array failed (exit {proc.returncode}): " + "\n  ".join(for_terminal(line) for line in said.splitlines()),
             hint=f"run it by hand to see more: bash {shell_word(submit_script, 'the submit script')}",
         )
     return Submitted(job, proc.stderr.strip())
