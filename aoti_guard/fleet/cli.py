@@ -21,6 +21,7 @@ from aoti_guard.fleet.sources import Limits
 from aoti_guard.fleet.trust import check_one_package, gather
 from runtime_probe.errors import ToolError, UsageError
 from runtime_probe.output import STDOUT, write_atomic, write_output
+from runtime_probe.report import clean
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _LIMITS = Limits()
@@ -137,10 +138,17 @@ def _groups(
                 doc = json.load(fh)
         except (OSError, ValueError) as exc:
             raise UsageError(
-                f"cannot read --nodes-json {nodes_json} ({exc})", hint="write it with: kubectl get nodes -o json > nodes.json"
+                f"cannot read --nodes-json {clean(nodes_json)} ({clean(exc)})", hint="write it with: kubectl get nodes -o json > nodes.json"
+            ) from None
+        except RecursionError:  # json's parser recurses once per level: a hostile file's depth is a usage error
+            raise UsageError(
+                f"--nodes-json {clean(nodes_json)} is nested too deeply to be kubectl's node list",
+                hint="write it with: kubectl get nodes -o json > nodes.json",
             ) from None
         if not isinstance(doc, dict):
-            raise UsageError(f"--nodes-json {nodes_json} is not a JSON object")
+            raise UsageError(
+                f"--nodes-json {clean(nodes_json)} is not a JSON object", hint="write it with: kubectl get nodes -o json > nodes.json"
+            )
         return tuple(k8s.groups_from_nodes(doc))
     if apply_:
         return tuple(k8s.groups_from_nodes(kube.get_nodes()))
@@ -243,7 +251,7 @@ def k8s_cmd(
         deadline_s=deadline,
     )
     docs = k8s.render(plan)
-    classes = ", ".join(f"{g.name} x{g.count}" for g in plan.groups) or "every node (DaemonSet)"
+    classes = ", ".join(f"{name} x{g.count}" for g, name in zip(plan.groups, k8s.class_names(plan.groups))) or "every node (DaemonSet)"
     header = f"aoti-guard fleet k8s: probe {package} (run {rid}); node classes: {classes}\nkubectl apply -f THIS; then: aoti-guard fleet report REPORTS"
     text = k8s.to_text(docs, header)
     if output != STDOUT:
@@ -322,18 +330,24 @@ def slurm_cmd(
         mem=mem,
     )
     plan.check()
+    batch = os.path.abspath(os.path.join(out_dir, "probe.sbatch"))
+    submit_sh = os.path.join(out_dir, "submit.sh")
+    # every script is rendered (and every value checked) before anything is written
+    scripts = {
+        batch: slurm.render_batch(plan),
+        submit_sh: slurm.render_submit(plan, batch),
+        os.path.join(out_dir, "prolog.sh"): slurm.render_prolog(plan),
+    }
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
-        raise ToolError(f"cannot create {out_dir} ({exc.strerror})") from None
-    batch = os.path.abspath(os.path.join(out_dir, "probe.sbatch"))
-    submit_sh = os.path.join(out_dir, "submit.sh")
-    write_atomic(batch, slurm.render_batch(plan).encode(), mode=0o755)
-    write_atomic(submit_sh, slurm.render_submit(plan, batch).encode(), mode=0o755)
-    write_atomic(os.path.join(out_dir, "prolog.sh"), slurm.render_prolog(plan).encode(), mode=0o755)
-    click.echo(f"wrote {batch}, {submit_sh} and {os.path.join(out_dir, 'prolog.sh')}", err=True)
+        raise ToolError(f"cannot create {clean(out_dir)} ({exc.strerror})") from None
+    for path, text in scripts.items():
+        write_atomic(path, text.encode(), mode=0o755)
+    click.echo(f"wrote {clean(', '.join(scripts))}", err=True)
     if not submit:
-        click.echo(f"submit with: bash {submit_sh}; then: aoti-guard fleet report {reports}", err=True)
+        word = slurm.shell_word  # a command line to copy: each value one quoted word
+        click.echo(f"submit with: bash {word(submit_sh, '-o')}; then: aoti-guard fleet report {word(reports, '--reports')}", err=True)
         return
     done = slurm.submit(submit_sh)
     click.echo(done.message or f"submitted array {done.job_id}", err=True)

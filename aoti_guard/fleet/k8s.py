@@ -13,6 +13,10 @@ No GPU is requested unless asked (``gpus``): the pod sees the node's GPUs throug
 ``NVIDIA_VISIBLE_DEVICES=all`` (honoured by the NVIDIA container runtime's default
 ``accept-nvidia-visible-devices-envvar-when-unprivileged``), so serving pods keep theirs.
 The manifests are JSON documents in one YAML stream (JSON is YAML): no YAML writer needed.
+
+Every field is checked at render time against what the API server accepts (names, labels, paths,
+unique mount paths), so a plan it would reject is a usage error here, with a hint, not a failed
+``kubectl apply`` halfway through a fleet; two node classes never share one Job's name.
 """
 
 from __future__ import annotations
@@ -21,14 +25,16 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aoti_guard.fleet.classes import obj
+from aoti_guard.fleet.slurm import plain_value
 from runtime_probe.errors import UsageError
 
-__all__ = ["GFD_LABELS", "K8sPlan", "NodeGroup", "groups_from_nodes", "render", "to_text"]
+__all__ = ["GFD_LABELS", "K8sPlan", "NodeGroup", "class_names", "groups_from_nodes", "render", "to_text"]
 
 # GPU Feature Discovery's labels that make a node class (product, compute capability, driver)
 GFD_LABELS = (
@@ -43,6 +49,13 @@ CONTAINER = "probe"
 PKG_VOLUME = "aoti-package"
 _DNS = re.compile(r"[^a-z0-9-]+")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+# the API server's own rules (k8s.io/apimachinery/pkg/util/validation)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a namespace, a run id
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # a PVC
+_LABEL_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^((?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_MAX_COMPLETIONS = 100_000  # an Indexed Job's completions and parallelism
+TMP_MOUNT = "/tmp"  # the probe's scratch emptyDir (AOTI unpacks and dlopen()s its .so there)
 
 
 def _slug(text: str, limit: int) -> str:
@@ -72,6 +85,37 @@ class NodeGroup:
         sm = f"-sm{major}{minor or ''}" if major else ""
         drv = self.labels.get("nvidia.com/cuda.driver.major")
         return _slug(f"{product}{sm}" + (f"-drv{drv}" if drv else ""), 40)
+
+
+def class_names(groups: Sequence[NodeGroup]) -> tuple[str, ...]:
+    """Each group's name, unique: classes whose label values slug alike (``NVIDIA H100`` and
+    ``nvidia-h100``) get a short hash of their exact labels, so that each has a Job of its own
+    (with one name, the second Job replaced the first and that class was never probed)."""
+    names = [g.name for g in groups]
+    if len(set(names)) == len(names):
+        return tuple(names)
+    out = []
+    for g, name in zip(groups, names):
+        if names.count(name) > 1:
+            exact = json.dumps(sorted(g.labels.items()))
+            name = _slug(f"{name}-{hashlib.sha256(exact.encode()).hexdigest()[:6]}", 40)
+        out.append(name)
+    if len(set(out)) != len(out):  # one set of labels given twice (a library caller's plan)
+        twice = sorted({n for n in out if out.count(n) > 1})
+        raise UsageError(f"the node classes {', '.join(twice)} are given twice with the same labels", hint="give each class once")
+    return tuple(out)
+
+
+def _label_problem(key: str, value: str) -> str | None:
+    """Why the API server would refuse ``key=value`` as a label (a nodeSelector), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and not _DNS_SUBDOMAIN.match(prefix):
+        return f"the prefix {prefix!r} of the label key is not a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return f"the label key {key!r} is not a label name (at most 63 of [A-Za-z0-9._-], starting and ending alphanumeric)"
+    if not _LABEL_VALUE.match(value):
+        return f"the label value {value!r} is not a label value (at most 63 of [A-Za-z0-9._-], starting and ending alphanumeric)"
+    return None
 
 
 def groups_from_nodes(nodes_doc: Mapping[str, Any]) -> list[NodeGroup]:
@@ -116,20 +160,89 @@ class K8sPlan:
     extra_labels: Mapping[str, str] = field(default_factory=dict)
 
     def check(self) -> None:
-        if not os.path.isabs(self.package):
+        """Raise UsageError for a plan the API server would reject, or one whose values could
+        inject lines into the manifest (a control character) or its command line."""
+        for flag, value in (
+            ("PKG", self.package),
+            ("--image", self.image),
+            ("--namespace", self.namespace),
+            ("--pvc", self.pvc),
+            ("--host-path", self.host_path),
+            ("--package-image", self.package_image),
+            ("--probe-args", self.probe_args),
+            ("python", self.python),
+        ):
+            if value is not None:
+                plain_value(value, flag)
+        if not os.path.isabs(self.package) or os.path.basename(self.package) in ("", ".", ".."):
             raise UsageError(f"PKG {self.package!r} must be the package's absolute path inside the pod", hint="e.g. /models/model.pt2")
         for flag, image in (("--image", self.image), ("--package-image", self.package_image)):
             if image is not None and not _IMAGE.match(image):
                 raise UsageError(f"{flag} {image!r} is not an image reference", hint="e.g. registry.example/my-server:1.2-preflight")
+        if not _DNS_LABEL.match(self.namespace):
+            raise UsageError(
+                f"--namespace {self.namespace!r} is not a Kubernetes namespace (a DNS-1123 label)",
+                hint="at most 63 lowercase letters, digits and '-', starting and ending alphanumeric, e.g. ml-serving",
+            )
+        if not _DNS_LABEL.match(self.run_id) or len(self.run_id) > 32:
+            raise UsageError(f"--run-id {self.run_id!r} is not a short DNS label", hint="lowercase letters, digits and '-', at most 32")
         if sum(x is not None for x in (self.pvc, self.host_path, self.package_image)) > 1:
             raise UsageError("give one package source: --pvc, --host-path or --package-image (or none: the package is in --image)")
+        self._check_paths()
+        try:
+            shlex.split(self.probe_args)
+        except ValueError as exc:
+            raise UsageError(
+                f"--probe-args {self.probe_args!r} does not parse as shell words ({exc})", hint="e.g. '--fast --timeout 600'"
+            ) from None
         if not self.daemonset and not self.groups:
             raise UsageError(
                 "no node class to probe",
                 hint="give --nodes-json (kubectl get nodes -o json), or --select LABEL=VALUE --count N, or --daemonset",
             )
+        for group in () if self.daemonset else self.groups:
+            for key, value in group.labels.items():
+                why = _label_problem(key, value)
+                if why:
+                    raise UsageError(f"node selector {key}={value}: {why}", hint="copy the label from kubectl get nodes --show-labels")
+            if group.count > _MAX_COMPLETIONS:
+                raise UsageError(f"{group.count} nodes in one class: an Indexed Job runs at most {_MAX_COMPLETIONS}")
         if self.gpus < 0 or self.retries < 0:
             raise UsageError("--gpus and --retries must be 0 or more")
+
+    def _check_paths(self) -> None:
+        """The package source's paths: a hostPath the kubelet can mount, and a mount point that
+        neither hides the image's root nor takes the probe's /tmp."""
+        if self.pvc is not None and not _DNS_SUBDOMAIN.match(self.pvc):
+            raise UsageError(f"--pvc {self.pvc!r} is not a PersistentVolumeClaim name", hint="lowercase letters, digits, '-' and '.'")
+        if self.host_path is not None:
+            parts = self.host_path.split("/")
+            if not os.path.isabs(self.host_path) or ".." in parts or os.path.normpath(self.host_path) == "/":
+                raise UsageError(
+                    f"--host-path {self.host_path!r} must be an absolute folder on every node, not / and without '..'",
+                    hint="e.g. --host-path /srv/models (the folder that holds the package)",
+                )
+        if self.pvc or self.host_path or self.package_image:
+            mount = _mount_point(self.package)
+            why = {
+                "/": "a volume mounted at / would hide the image's own files (python, torch), and the runtime refuses it",
+                TMP_MOUNT: f"{TMP_MOUNT} is the probe's scratch volume already, and two volumes at one path are refused",
+            }.get(mount)
+            if why:
+                raise UsageError(
+                    f"PKG {self.package!r}: the package's volume is mounted at its folder, {mount}, and {why}",
+                    hint="give PKG in a folder of its own, e.g. /models/model.pt2",
+                )
+
+
+def _mount_point(package: str) -> str:
+    """Where the package's volume is mounted: PKG's folder, normalised (``/a/../b`` is ``/b``)."""
+    return os.path.normpath(os.path.dirname(package))
+
+
+def _literal(value: str) -> str:
+    """``value`` in a container's command: Kubernetes expands ``$(VAR)`` there, ``$$`` is one ``$``."""
+    return value.replace("$", "$$")
 
 
 def _labels(plan: K8sPlan, group: str) -> dict[str, str]:
@@ -137,17 +250,20 @@ def _labels(plan: K8sPlan, group: str) -> dict[str, str]:
 
 
 def _command(plan: K8sPlan, *extra: str) -> list[str]:
-    args = [plan.python, "-m", "runtime_probe.node_check", plan.package, "--node", "$(NODE_NAME)", "--deadline", str(plan.deadline_s)]
+    """node_check's argv. ``--probe-args=FLAGS`` is one word: as two, argparse takes a value that
+    starts with ``-`` (``--fast``) for an option and refuses it (exit 2: every pod retried, no verdict)."""
+    args = [_literal(plan.python), "-m", "runtime_probe.node_check", _literal(plan.package)]
+    args += ["--node", "$(NODE_NAME)", "--deadline", str(plan.deadline_s)]
     if plan.probe_args:
-        args += ["--probe-args", plan.probe_args]
+        args.append(f"--probe-args={_literal(plan.probe_args)}")
     return [*args, *extra]
 
 
 def _volumes(plan: K8sPlan) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, the probe's mounts, init containers that bring the package)."""
-    pkg_dir = os.path.dirname(plan.package)
+    pkg_dir = _mount_point(plan.package)
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Gi"}}]
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]  # AOTI unpacks and dlopen()s its .so there
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": TMP_MOUNT}]  # AOTI unpacks and dlopen()s its .so there
     inits: list[dict[str, Any]] = []
     if plan.pvc:
         volumes.append({"name": PKG_VOLUME, "persistentVolumeClaim": {"claimName": plan.pvc, "readOnly": True}})
@@ -159,7 +275,7 @@ def _volumes(plan: K8sPlan) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
             {
                 "name": "package",
                 "image": plan.package_image,
-                "command": ["cp", plan.package, "/aoti-package/"],
+                "command": ["cp", _literal(plan.package), "/aoti-package/"],
                 "volumeMounts": [{"name": PKG_VOLUME, "mountPath": "/aoti-package"}],
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
@@ -201,9 +317,9 @@ def _placement(group: NodeGroup | None) -> dict[str, Any]:
     return spec
 
 
-def _job(plan: K8sPlan, group: NodeGroup) -> dict[str, Any]:
-    name = _slug(f"aoti-guard-{plan.run_id}-{group.name}", 52)  # the job-name label + pod suffixes stay under 63
-    labels = _labels(plan, group.name)
+def _job(plan: K8sPlan, group: NodeGroup, class_name: str) -> dict[str, Any]:
+    name = _slug(f"aoti-guard-{plan.run_id}-{class_name}", 52)  # the job-name label + pod suffixes stay under 63
+    labels = _labels(plan, class_name)
     volumes, mounts, inits = _volumes(plan)
     pod: dict[str, Any] = {
         "restartPolicy": "Never",  # podFailurePolicy needs it
@@ -276,7 +392,7 @@ def render(plan: K8sPlan) -> list[dict[str, Any]]:
     plan.check()
     if plan.daemonset:
         return [_daemonset(plan)]
-    return [_job(plan, g) for g in plan.groups if g.count > 0]
+    return [_job(plan, g, name) for g, name in zip(plan.groups, class_names(plan.groups)) if g.count > 0]
 
 
 def to_text(docs: Sequence[Mapping[str, Any]], header: str) -> str:

@@ -42,6 +42,8 @@ def _json(text: str, what: str) -> Mapping[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise ToolError(f"kubectl {what} did not print JSON ({exc})") from None
+    except RecursionError:  # json's parser recurses once per level
+        raise ToolError(f"kubectl {what} printed JSON nested too deeply to be the API server's") from None
     if not isinstance(data, Mapping):
         raise ToolError(f"kubectl {what} printed JSON that is not an object")
     return data

@@ -4,7 +4,8 @@ Slurm has no per-task ``--nodelist``: a 1-node array task goes wherever the sche
 and two tasks may land on one node while another is never probed. The submit script therefore
 submits the array held (``--hold``), pins task *i* to node *i* (``scontrol update
 JobId=JOB_i ReqNodeList=NODE``: a held task is still pending, so its required nodes may be set),
-then releases it. The nodes come from ``--nodelist`` (Slurm's hostlist syntax, expanded by
+then releases it; if any pin fails, the array is cancelled (still held, nothing ran), never released
+unpinned. The nodes come from ``--nodelist`` (Slurm's hostlist syntax, expanded by
 ``scontrol show hostnames``) or from the nodes whose features include ``--constraint`` (``sinfo``),
 at submit time, on the cluster.
 
@@ -24,12 +25,51 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from runtime_probe.errors import ToolError, UsageError
+from runtime_probe.escaping import UnsafeValue, for_shell, for_terminal, require_plain
 
-__all__ = ["SlurmPlan", "Submitted", "render_batch", "render_prolog", "render_submit", "submit", "wait"]
+__all__ = [
+    "SlurmPlan",
+    "Submitted",
+    "plain_value",
+    "render_batch",
+    "render_prolog",
+    "render_submit",
+    "shell_word",
+    "submit",
+    "wait",
+]
 
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")  # Slurm's --time forms: MM, HH:MM:SS, D-HH...
 _NAME = re.compile(r"^[A-Za-z0-9._,\[\]-]+$")  # hostlists and feature names: no shell syntax
 _FEATURE = re.compile(r"^[A-Za-z0-9._-]+$")
+_PARTITION = re.compile(r"^[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*$")  # one partition or a comma list
+_MEM = re.compile(r"^[0-9]+[KMGT]?$")  # Slurm's --mem: megabytes, or a K/M/G/T suffix
+
+
+def _refused(exc: UnsafeValue, flag: str) -> UsageError:
+    return UsageError(
+        f"{exc}: refused, it would reach a generated script or manifest",
+        hint=f"give {flag} without newlines, tabs or other control characters",
+    )
+
+
+def plain_value(value: str, flag: str) -> str:
+    """``value`` unchanged when it holds no control character (``require_plain``), else a
+    UsageError naming ``flag``: what a manifest's command line or comment may carry."""
+    try:
+        return require_plain(value, flag)
+    except UnsafeValue as exc:
+        raise _refused(exc, flag) from None
+
+
+def shell_word(value: str, flag: str) -> str:
+    """``value`` as one word of a generated script (``for_shell``); a value no quoting makes safe
+    (a control character: a newline would start a command of its own) is the user's mistake,
+    a UsageError naming ``flag``."""
+    try:
+        return for_shell(value, flag)
+    except UnsafeValue as exc:
+        raise _refused(exc, flag) from None
 
 
 @dataclass(frozen=True)
@@ -50,8 +90,26 @@ class SlurmPlan:
     job_name: str = "aoti-guard-fleet"
     deadline_s: int = 3000  # node_check's own limit, inside --time
 
+    def values(self) -> tuple[tuple[str, str], ...]:
+        """Every text value the scripts carry, with the flag that gave it."""
+        given = (
+            ("PKG", self.package),
+            ("--reports", self.reports),
+            ("--nodelist", self.nodelist),
+            ("--constraint", self.constraint),
+            ("--python", self.python),
+            ("--probe-args", self.probe_args),
+            ("--partition", self.partition),
+            ("--time", self.time_limit),
+            ("--mem", self.mem),
+            ("job name", self.job_name),
+        )
+        return tuple((flag, value) for flag, value in given if value is not None)
+
     def check(self) -> None:
         """Raise UsageError for a plan Slurm would refuse, or one that could inject shell syntax."""
+        for flag, value in self.values():
+            shell_word(value, flag)
         if bool(self.nodelist) == bool(self.constraint):
             raise UsageError(
                 "say which nodes to probe: --nodelist or --constraint (one of them)",
@@ -66,6 +124,20 @@ class SlurmPlan:
             )
         if not _TIME.match(self.time_limit):
             raise UsageError(f"--time {self.time_limit!r} is not a Slurm time", hint="e.g. 01:00:00 or 1-00:00:00")
+        if not _MEM.match(self.mem):
+            raise UsageError(f"--mem {self.mem!r} is not a Slurm memory size", hint="megabytes, or a K, M, G or T suffix: 8G, 16000")
+        if self.partition is not None and not _PARTITION.match(self.partition):
+            raise UsageError(
+                f"--partition {self.partition!r} is not a Slurm partition name", hint="letters, digits, . _ -; several: gpu,gpu-long"
+            )
+        if not _FEATURE.match(self.job_name):
+            raise UsageError(f"the job name {self.job_name!r} is not one word (letters, digits, . _ -)")
+        try:
+            shlex.split(self.probe_args)
+        except ValueError as exc:
+            raise UsageError(
+                f"--probe-args {self.probe_args!r} does not parse as shell words ({exc})", hint="e.g. '--fast --timeout 600'"
+            ) from None
         for name, path in (("PKG", self.package), ("--reports", self.reports)):
             if not os.path.isabs(path):
                 raise UsageError(f"{name} {path!r} must be an absolute path on the shared file system every node mounts")
@@ -74,59 +146,95 @@ class SlurmPlan:
 
 
 def _node_check(plan: SlurmPlan, probe_args: str | None = None) -> str:
-    args = [plan.python, "-m", "runtime_probe.node_check", plan.package, "--report-dir", plan.reports, "--deadline", str(plan.deadline_s)]
+    """node_check's command line, each word quoted. ``--probe-args=FLAGS`` is one word: as two,
+    argparse takes a value that starts with ``-`` (``--fast``) for an option and refuses it (exit 2,
+    no verdict), and a node may run a node_check older than the one that reads that form too."""
     flags = plan.probe_args if probe_args is None else probe_args
+    words = [
+        shell_word(plan.python, "--python"),
+        "-m",
+        "runtime_probe.node_check",
+        shell_word(plan.package, "PKG"),
+        "--report-dir",
+        shell_word(plan.reports, "--reports"),
+        "--deadline",
+        str(int(plan.deadline_s)),
+    ]
     if flags:
-        args += ["--probe-args", flags]
-    return shlex.join(args)
+        words.append(shell_word(f"--probe-args={flags}", "--probe-args"))
+    return " ".join(words)
 
 
 def render_batch(plan: SlurmPlan) -> str:
-    """The array job's batch script (the array's size is given at submit time, one per node)."""
+    """The array job's batch script (the array's size is given at submit time, one per node).
+
+    ``#SBATCH`` lines are read by sbatch's own parser (quotes and backslashes, not bash's rules):
+    only values held to Slurm's formats by ``check`` go there; the log path, which holds the
+    reports folder, is given on the submit script's sbatch command line instead."""
+    plan.check()
     lines = [
         "#!/bin/bash",
-        f"# aoti-guard fleet slurm: probe {plan.package} on one node per array task.",
+        f"# aoti-guard fleet slurm: probe {shell_word(plan.package, 'PKG')} on one node per array task.",
         "# Submit with the submit script beside it (it pins task i to node i); exit 0 pass, 1 fail, 2 no verdict.",
-        f"#SBATCH --job-name={plan.job_name}",
+        f"#SBATCH --job-name={shell_word(plan.job_name, 'job name')}",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
-        f"#SBATCH --cpus-per-task={plan.cpus}",
-        f"#SBATCH --mem={plan.mem}",
-        f"#SBATCH --time={plan.time_limit}",
-        f"#SBATCH --output={plan.reports}/logs/%A_%a.out",
+        f"#SBATCH --cpus-per-task={int(plan.cpus)}",
+        f"#SBATCH --mem={shell_word(plan.mem, '--mem')}",
+        f"#SBATCH --time={shell_word(plan.time_limit, '--time')}",
         "#SBATCH --no-requeue",  # a failing node's verdict is final; a dead node is seen as a missing report
     ]
     if plan.partition:
-        lines.append(f"#SBATCH --partition={plan.partition}")
+        lines.append(f"#SBATCH --partition={shell_word(plan.partition, '--partition')}")
     if plan.gpus:
-        lines.append(f"#SBATCH --gres=gpu:{plan.gpus}")
+        lines.append(f"#SBATCH --gres=gpu:{int(plan.gpus)}")
     if plan.constraint:
-        lines.append(f"#SBATCH --constraint={plan.constraint}")
+        lines.append(f"#SBATCH --constraint={shell_word(plan.constraint, '--constraint')}")
     lines += ["set -u", f"exec {_node_check(plan)}", ""]
     return "\n".join(lines)
 
 
 def render_submit(plan: SlurmPlan, batch_path: str) -> str:
-    """The submit script: find the nodes, submit the array held, pin each task, release. Prints the job id."""
+    """The submit script: find the nodes, submit the array held, pin each task, release. Prints the job id.
+
+    Until every task is pinned and the array released, any exit (a pin that fails: a misspelt or
+    unknown node; any other error; SIGINT, SIGTERM, SIGHUP) cancels the held array. Releasing it
+    instead would let the unpinned tasks run wherever Slurm puts them, each reporting for a node it
+    was not meant to probe. Should scancel fail too, the array stays held (none of it runs) and the
+    script says so, with the command to cancel it."""
+    plan.check()
+    # sbatch expands %A and %a in --output: a % of the folder's own name is written %%
+    output = shell_word(f"--output={plan.reports.replace('%', '%%')}/logs/%A_%a.out", "--reports")
     if plan.nodelist:
-        find = f"mapfile -t NODES < <(scontrol show hostnames {shlex.quote(plan.nodelist)})"
+        find = f"mapfile -t NODES < <(scontrol show hostnames {shell_word(plan.nodelist, '--nodelist')})"
     else:
-        part = f" -p {shlex.quote(plan.partition)}" if plan.partition else ""
-        feature = shlex.quote(plan.constraint or "")
+        part = f" -p {shell_word(plan.partition, '--partition')}" if plan.partition else ""
+        feature = shell_word(plan.constraint or "", "--constraint")
         find = f"mapfile -t NODES < <(sinfo -h -N{part} -o '%N %f' | awk -v f={feature} '{{n=split($2,a,\",\"); for(i=1;i<=n;i++) if(a[i]==f) print $1}}' | sort -u)"
     return "\n".join(
         [
             "#!/bin/bash",
             "# aoti-guard fleet slurm: one array task per node, each pinned to its node (Slurm has no per-task --nodelist).",
             "set -euo pipefail",
+            "JOB=",
+            "# Any exit before the release cancels the held array: released unpinned, a task runs on any node.",
+            "cancel_held() {",
+            '  [ -n "$JOB" ] || return 0',
+            '  if scancel "$JOB" >/dev/null 2>&1; then echo "array $JOB cancelled while held: none of its tasks ran" >&2',
+            '  else echo "array $JOB could not be cancelled and stays held, so none of its tasks runs: cancel it with scancel $JOB" >&2; fi',
+            "}",
+            "trap cancel_held EXIT",
+            "trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP  # so that the EXIT trap runs",
             find,
             "N=${#NODES[@]}",
             '[ "$N" -gt 0 ] || { echo "no node matched: nothing submitted" >&2; exit 2; }',
-            f"mkdir -p {shlex.quote(plan.reports)}/logs",
-            f"JOB=$(sbatch --parsable --hold --array=0-$((N - 1)) {shlex.quote(batch_path)})",
+            f"mkdir -p {shell_word(plan.reports, '--reports')}/logs",
+            f"JOB=$(sbatch --parsable --hold --array=0-$((N - 1)) {output} {shell_word(batch_path, '-o/--out-dir')})",
             "JOB=${JOB%%;*}",
-            "trap 'scontrol release \"$JOB\" >/dev/null 2>&1 || true' EXIT  # never leave the array held",
-            'for i in "${!NODES[@]}"; do scontrol update JobId="${JOB}_${i}" ReqNodeList="${NODES[$i]}"; done',
+            'for i in "${!NODES[@]}"; do',
+            '  scontrol update JobId="${JOB}_${i}" ReqNodeList="${NODES[$i]}" \\',
+            '    || { echo "pinning task $i of array $JOB to node ${NODES[$i]} failed (scontrol update exit $?)" >&2; exit 3; }',
+            "done",
             'scontrol release "$JOB"',
             "trap - EXIT",
             "printf '%s\\n' \"$JOB\"",
@@ -141,8 +249,9 @@ def render_prolog(plan: SlurmPlan, max_age_s: int = 86400) -> str:
     passed there. A fresh passing report (newer than the package, younger than ``max_age_s``) is
     reused; else the node is probed with ``--fast``. Exit 1 (the package does not fit) makes Slurm
     drain the node and requeue the job; no verdict exits 0 (the tool's trouble must not take a
-    node out of service) and is logged with ``logger``."""
-    report = f"{plan.reports}/$(hostname -s).json"
+    node out of service) and is logged with ``logger``. It runs as root on every node: every value
+    in it is one quoted word (``shell_word``)."""
+    plan.check()
     check = (
         "import json,sys\n"
         "try: d=json.load(open(sys.argv[1]))\n"
@@ -153,14 +262,14 @@ def render_prolog(plan: SlurmPlan, max_age_s: int = 86400) -> str:
     return "\n".join(
         [
             "#!/bin/bash",
-            f"# aoti-guard fleet slurm prolog: {plan.package} must pass on this node before a job starts here.",
+            f"# aoti-guard fleet slurm prolog: {shell_word(plan.package, 'PKG')} must pass on this node before a job starts here.",
             "# Install: Prolog=/etc/slurm/prolog.d/aoti-guard.sh in slurm.conf (runs as root on the node).",
             "set -u",
-            f"PKG={shlex.quote(plan.package)}",
-            f'REPORT="{report}"',
+            f"PKG={shell_word(plan.package, 'PKG')}",
+            f'REPORT={shell_word(plan.reports, "--reports")}/"$(hostname -s)".json',
             f"MAX_AGE_S={int(max_age_s)}",
             'if [ -f "$REPORT" ] && [ "$REPORT" -nt "$PKG" ] && [ $(( $(date +%s) - $(stat -c %Y "$REPORT") )) -lt "$MAX_AGE_S" ] \\',
-            f'   && {shlex.quote(plan.python)} -c {shlex.quote(check)} "$REPORT"; then exit 0; fi',
+            f'   && {shell_word(plan.python, "--python")} -c {shlex.quote(check)} "$REPORT"; then exit 0; fi',
             f'{_node_check(plan, probe_args=fast)} --node "$(hostname -s)" >/dev/null',
             "rc=$?",
             '[ "$rc" -eq 1 ] && { logger -t aoti-guard "the package $PKG fails on this node: draining (report $REPORT)"; exit 1; }',
@@ -195,9 +304,10 @@ def submit(submit_script: str, runner: Runner = run_command) -> Submitted:
     proc = runner(["bash", submit_script], 120.0)
     job = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode != 0 or not job.isdigit():
+        said = proc.stderr.strip()[-2000:] or proc.stdout.strip()[-2000:]  # Slurm's words and the script's: which array, what became of it
         raise ToolError(
-            f"submitting the array failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:] or proc.stdout.strip()[-2000:]}",
-            hint=f"run it by hand to see more: bash {submit_script}",
+            f"submitting the array failed (exit {proc.returncode}): " + "\n  ".join(for_terminal(line) for line in said.splitlines()),
+            hint=f"run it by hand to see more: bash {shell_word(submit_script, 'the submit script')}",
         )
     return Submitted(job, proc.stderr.strip())
 

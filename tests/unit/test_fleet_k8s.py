@@ -117,6 +117,19 @@ def test_one_job_per_gfd_class_with_exit_codes_mapped(tmp_path: Path) -> None:
         (["/m.pt2", "--image", "i", "--daemonset", "--pvc", "a", "--host-path", "/b"], "one package source"),
         (["/m.pt2", "--image", "i; rm -rf /", "--daemonset"], "not an image reference"),
         (["/m.pt2", "--image", "i", "--daemonset", "--run-id", "Bad_ID"], "not a short DNS label"),
+        # issue 40: what the API server (or the runtime) would refuse is refused at render time
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--namespace", "Bad_NS"], "not a Kubernetes namespace"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--namespace", "a" * 64], "not a Kubernetes namespace"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--host-path", "models"], "--host-path 'models' must be an absolute folder"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--host-path", "/"], "not /"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--host-path", "/srv/../etc"], "without '..'"),
+        (["/m.pt2", "--image", "i", "--daemonset", "--pvc", "models"], "mounted at its folder, /,"),
+        (["/tmp/m.pt2", "--image", "i", "--daemonset", "--host-path", "/srv"], "the probe's scratch volume"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--pvc", "Models_1"], "not a PersistentVolumeClaim name"),
+        (["/m/m.pt2", "--image", "i", "--select", "gpu=a b", "--count", "1"], "not a label value"),
+        (["/m/m.pt2", "--image", "i", "--select", "bad key=x", "--count", "1"], "not a label name"),
+        (["/m/m.pt2\n---\nkind: Pod", "--image", "i", "--daemonset"], "PKG holds the control character"),
+        (["/m/m.pt2", "--image", "i", "--daemonset", "--probe-args", "--fast 'open"], "does not parse"),
     ],
 )
 def test_user_mistakes_exit_2_with_a_hint(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -200,3 +213,38 @@ def test_apply_with_a_fake_kubectl_collects_each_pods_report(
     assert "PASS       NVIDIA H100 80GB HBM3" in out
     assert "no verdict from g2: the probe left no report on the node: no readable log of pod p-gone" in out
     assert "pod p-pending is Pending" in out
+
+
+def test_probe_args_are_one_word_so_node_check_takes_a_leading_dash(tmp_path: Path) -> None:
+    (job,) = rendered(tmp_path, "--select", "a=b", "--count", "1", "--probe-args", "--fast")
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-1] == "--probe-args=--fast" and "--fast" not in command  # as two words argparse refused it (exit 2)
+
+
+def test_kubernetes_variable_syntax_in_a_value_stays_literal(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.yaml"
+    assert main(["fleet", "k8s", "/models/$(HOME)/m.pt2", "--image", "i", "--daemonset", "--run-id", "r1", "-o", str(out)]) == 0
+    (ds,) = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    command = ds["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    assert command[3] == "/models/$$(HOME)/m.pt2" and "$(NODE_NAME)" in command  # $$ is one literal $; NODE_NAME expands
+
+
+def test_classes_whose_labels_slug_alike_get_a_job_each(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.json"
+    products = ("NVIDIA-H100", "nvidia-h100", "NVIDIA_H100")
+    nodes.write_text(json.dumps({"items": [node(f"n{i}", {"nvidia.com/gpu.product": p}) for i, p in enumerate(products)]}))
+    jobs = rendered(tmp_path, "--nodes-json", str(nodes))
+    names = [j["metadata"]["name"] for j in jobs]
+    assert len(jobs) == 3 and len(set(names)) == 3, names  # one name: each Job replaced the one before
+    selected = {j["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] for j in jobs}
+    assert selected == set(products)
+    assert len({j["metadata"]["labels"][k8s.CLASS_LABEL] for j in jobs}) == 3
+    for doc in jobs:
+        kv.validate(doc, VERSIONS[-1], strict=True)
+
+
+def test_a_deeply_nested_nodes_json_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main(["fleet", "k8s", "/m/m.pt2", "--image", "i", "--nodes-json", str(nodes), "-o", str(tmp_path / "o.yaml")]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
