@@ -111,7 +111,7 @@ def require_plain(value: str, what: str) -> str:
     ``UnsafeValue`` naming ``what`` and the first such character."""
     for ch in value:
         if not ch.isprintable():
-            raise UnsafeValue(f"{what} holds the control character {_escape_char(ch)}: {for_terminal(value)!r}")
+            raise UnsafeValue(f"{what} holds the control character {_escape_char(ch)}: '{for_terminal(value)}'")
     return value
 
 

@@ -41,7 +41,7 @@ from typing import Any
 from runtime_probe.child.isolation import child_environment, python_argv
 from runtime_probe.output import write_atomic
 
-__all__ = ["NO_VERDICT_KIND", "main", "node_name", "run"]
+__all__ = ["NO_VERDICT_KIND", "main", "node_name", "report_file_name", "run"]
 
 NO_VERDICT_KIND = "fleet.no_verdict"  # aoti_guard/fleet/classes.py reads it
 NPD_LINE = 80  # node-problem-detector's default max_output_length
@@ -102,7 +102,7 @@ def node_name(given: str | None = None) -> str:
     return platform.node() or "unknown"
 
 
-def _file_name(node: str) -> str:
+def report_file_name(node: str) -> str:
     """The node's report file: its name with anything but [A-Za-z0-9._-] replaced (a hostile
     node name must not write outside the folder)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", node)[:120].lstrip(".") or "node"
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_dir:
         try:
             os.makedirs(args.report_dir, exist_ok=True)
-            write_atomic(os.path.join(args.report_dir, _file_name(node)), text.encode())
+            write_atomic(os.path.join(args.report_dir, report_file_name(node)), text.encode())
         except OSError as exc:
             _say(f"node_check: cannot write the report to {args.report_dir} ({exc.strerror})")
             code = 2

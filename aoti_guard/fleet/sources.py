@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from aoti_guard.fleet.classes import NodeResult, node_result, unreadable
 from runtime_probe.errors import UsageError
 
-__all__ = ["Limits", "read_all", "read_report", "report_files"]
+__all__ = ["Limits", "read_report", "report_files"]
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,3 @@ def read_report(path: str, limits: Limits) -> NodeResult:
     except ValueError as exc:
         return unreadable(path, f"not valid JSON, truncated or corrupt ({exc})")
     return node_result(data, path)
-
-
-def read_all(paths: Iterable[str], limits: Limits | None = None) -> list[NodeResult]:
-    """Every report the arguments name, each as a node's verdict (bad files included, as such)."""
-    lim = limits or Limits()
-    return [read_report(f, lim) for f in report_files(paths, lim)]

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, NodeResult, unreadable
 from aoti_guard.fleet.sources import Limits, read_report, report_files
 from runtime_probe.errors import UsageError
-from runtime_probe.node_check import _file_name as node_file_name
+from runtime_probe.node_check import report_file_name as node_file_name
 from runtime_probe.report import clean
 
 __all__ = ["CLOCK_SKEW", "NEVER", "believe", "check_one_package", "gather"]
@@ -134,10 +134,11 @@ def _argument(path: str) -> str:
     return path
 
 
-def gather(paths: Sequence[str], limits: Limits) -> list[NodeResult]:
+def gather(paths: Sequence[str], limits: Limits | None = None) -> list[NodeResult]:
     """Every report the arguments name, each as one node's verdict (``sources.read_report``);
     a report that crashes its reader is that node's "no verdict", with the reason, and the rest of
     the fleet is judged. Raises UsageError for a missing path, as ``sources.report_files`` does."""
+    limits = limits or Limits()
     out: list[NodeResult] = []
     for path in report_files([_argument(p) for p in paths], limits):
         try:

@@ -15,7 +15,7 @@ import pytest
 
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS
 from aoti_guard.fleet.report import aggregate
-from aoti_guard.fleet.sources import read_all
+from aoti_guard.fleet.trust import gather
 from tests.integration.conftest import Built, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def test_fleet_report_over_real_reports(example_pkg: Built, tmp_path: Path) -> N
     for path in kept:
         shutil.copy(path, reports / f"kept-{path.name}")
     (reports / "cut.json").write_text((reports / "cpu-a.json").read_text()[:4000])  # a node died mid-write
-    results = read_all([str(reports)])
+    results = gather([str(reports)])
     fleet = aggregate(results)
     cpu = [c for c in fleet.classes if c.node_class and c.node_class.gpu == "cpu"]
     assert len(cpu) == 1 and cpu[0].verdict == PASS and cpu[0].passed == ("cpu-a",)

@@ -13,9 +13,10 @@ import pytest
 from aoti_guard.cli import main
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, Issue, NodeClass, NodeResult, cpu_isa_level, node_result, unreadable
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
-from aoti_guard.fleet.sources import Limits, read_all, read_report
+from aoti_guard.fleet.sources import Limits, read_report
+from aoti_guard.fleet.trust import gather
 from runtime_probe.findings import error
-from runtime_probe.node_check import _file_name as node_file_name
+from runtime_probe.node_check import report_file_name as node_file_name
 from runtime_probe.report import Report, make_phase
 from tests.gfm import markup_added, references, render
 from tests.unit.test_markdown_escaping import ALL
@@ -73,7 +74,7 @@ def test_classes_split_by_gpu_driver_torch_and_cpu_hosts(tmp_path: Path) -> None
     write(tmp_path, "a2.json", probe_report("a2", [A10], fail="env.arch_mismatch"))
     write(tmp_path, "c1.json", probe_report("c1"))
     write(tmp_path, "c2.json", probe_report("c2", torch="2.13.0+cpu"))
-    fleet = aggregate(read_all([str(tmp_path)]))
+    fleet = aggregate(gather([str(tmp_path)]))
     by_label = {c.label: c for c in fleet.classes}
     assert len(by_label) == 5, list(by_label)
     h100 = next(c for c in fleet.classes if c.node_class and c.node_class.gpu == H100["name"] and c.node_class.driver == "580")
@@ -105,9 +106,9 @@ def test_hostile_files_are_no_verdict_never_pass(tmp_path: Path) -> None:
     write(tmp_path, "edited.json", edited)
     os.symlink(good, tmp_path / "link.json")
     os.mkfifo(tmp_path / "fifo.json")
-    results = {Path(r.source).name: r for r in read_all([str(tmp_path)], Limits(max_bytes=500))}
+    results = {Path(r.source).name: r for r in gather([str(tmp_path)], Limits(max_bytes=500))}
     assert results["g1.json"].outcome == NO_VERDICT and "over the 500-byte limit" in results["g1.json"].reason
-    results = {Path(r.source).name: r for r in read_all([str(tmp_path)], Limits(max_bytes=1 << 20))}
+    results = {Path(r.source).name: r for r in gather([str(tmp_path)], Limits(max_bytes=1 << 20))}
     assert results["g1.json"].outcome == PASS
     expect = {
         "truncated.json": "not valid JSON",
@@ -139,7 +140,7 @@ def test_latest_report_of_a_node_wins_and_partial_silence_still_passes(tmp_path:
     died = {"kind": "fleet.no_verdict", "node": "n2", "reason": "the probe did not finish within 60 s"}
     write(tmp_path, "n2.json", died)
     write(tmp_path, "n3.json", probe_report("n3", [H100], tool=True))  # exit 3: no verdict, in its class
-    fleet = aggregate(read_all([str(tmp_path)]))
+    fleet = aggregate(gather([str(tmp_path)]))
     assert fleet.superseded == 1
     gpu = next(c for c in fleet.classes if c.node_class)
     assert gpu.verdict == PASS and gpu.passed == ("n1",) and [n for n, _ in gpu.no_verdict] == ["n3"]
