@@ -15,7 +15,7 @@ from aoti_guard.cli import main
 from aoti_guard.fleet import trust
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, NodeResult
 from aoti_guard.fleet.report import aggregate
-from aoti_guard.fleet.sources import Limits, read_all
+from aoti_guard.fleet.sources import Limits
 from runtime_probe.errors import UsageError
 from tests.unit.test_fleet_report import A10, H100, probe_report, write
 
@@ -40,7 +40,7 @@ def report(node: str, *, fail: bool = False, created: str | None = None, gpu: di
 
 
 def by_node(folder: Path) -> dict[str, tuple[str, str]]:
-    fleet = aggregate(read_all([str(folder)]), now=NOW)
+    fleet = aggregate(trust.gather([str(folder)]), now=NOW)
     out = {}
     for c in fleet.classes:
         out.update({n: (PASS, "") for n in c.passed})
@@ -59,7 +59,7 @@ def test_a_report_counts_only_in_its_own_nodes_file(tmp_path: Path) -> None:
     outcome, why = nodes["gpu02.json"]
     assert outcome == NO_VERDICT and "names node gpu01, whose reports are gpu01.json or gpu01--POD.json" in why
     assert "it says the package passes" in why
-    fleet = aggregate(read_all([str(tmp_path)]), now=NOW)
+    fleet = aggregate(trust.gather([str(tmp_path)]), now=NOW)
     assert fleet.exit_code == 1 and fleet.superseded == 0
 
 
@@ -76,46 +76,46 @@ def test_a_report_counts_only_in_its_own_nodes_file(tmp_path: Path) -> None:
 def test_a_time_that_cannot_be_believed_supersedes_nothing(tmp_path: Path, created: str, why: str) -> None:
     write(tmp_path, "n1.json", report("n1", fail=True))
     write(tmp_path, "n1--retry.json", report("n1", created=created))
-    fleet = aggregate(read_all([str(tmp_path)]), now=NOW)
+    fleet = aggregate(trust.gather([str(tmp_path)]), now=NOW)
     (cls,) = fleet.classes
     assert cls.failed == ("n1",) and fleet.superseded == 1 and fleet.exit_code == 1
     (tmp_path / "n1.json").unlink()  # alone, it is the node's no verdict, never a pass
-    (cls,) = aggregate(read_all([str(tmp_path)]), now=NOW).classes
+    (cls,) = aggregate(trust.gather([str(tmp_path)]), now=NOW).classes
     assert cls.verdict == NO_VERDICT and cls.no_verdict[0][0] == "n1" and why in cls.no_verdict[0][1], cls.no_verdict
 
 
 def test_a_clock_a_little_ahead_is_believed_and_a_tie_goes_to_the_failure(tmp_path: Path) -> None:
     write(tmp_path, "n1.json", report("n1", fail=True, created=at(-10)))
     write(tmp_path, "n1--retry.json", report("n1", created=at(4)))  # within the 5-minute skew: the latest
-    (cls,) = aggregate(read_all([str(tmp_path)]), now=NOW).classes
+    (cls,) = aggregate(trust.gather([str(tmp_path)]), now=NOW).classes
     assert cls.passed == ("n1",)
     write(tmp_path, "n1.json", report("n1", fail=True, created=at(4)))  # the same second: the failure counts
-    (cls,) = aggregate(read_all([str(tmp_path)]), now=NOW).classes
+    (cls,) = aggregate(trust.gather([str(tmp_path)]), now=NOW).classes
     assert cls.failed == ("n1",)
 
 
 def test_a_report_without_a_digest_is_another_package(tmp_path: Path) -> None:
     write(tmp_path, "h1.json", report("h1"))
     write(tmp_path, "a1.json", report("a1", fail=True, gpu=A10))
-    trust.check_one_package(read_all([str(tmp_path)]))  # one package
+    trust.check_one_package(trust.gather([str(tmp_path)]))  # one package
     bare = report("h2")
     del bare["package"]["sha256"]
     write(tmp_path, "h2.json", bare)
     with pytest.raises(UsageError) as info:
-        trust.check_one_package(read_all([str(tmp_path)]))
+        trust.check_one_package(trust.gather([str(tmp_path)]))
     assert "2 different packages" in info.value.message and "1 report(s) naming no package digest" in info.value.message
     assert "h2.json" in info.value.message and "--any-package" in (info.value.hint or "")
     odd = report("h3")
     odd["package"]["sha256"] = "not a digest"
     write(tmp_path, "h3.json", odd)
     with pytest.raises(UsageError, match="3 different packages"):
-        trust.check_one_package(read_all([str(tmp_path)]))
+        trust.check_one_package(trust.gather([str(tmp_path)]))
     (tmp_path / "h1.json").unlink()
     (tmp_path / "a1.json").unlink()
     (tmp_path / "h3.json").unlink()
-    trust.check_one_package(read_all([str(tmp_path)]))  # one report: nothing to differ from
+    trust.check_one_package(trust.gather([str(tmp_path)]))  # one report: nothing to differ from
     (tmp_path / "h4.json").write_text("{cut")  # a report without a verdict clears nothing: not counted
-    trust.check_one_package(read_all([str(tmp_path)]))
+    trust.check_one_package(trust.gather([str(tmp_path)]))
 
 
 def test_cli_refuses_a_report_without_a_digest_unless_any_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
