@@ -265,7 +265,16 @@ def _tolerances(a: Manifest, b: Manifest) -> Iterator[Change]:
 
 
 def _build_check(m: Manifest) -> dict[str, str | None]:
-    """``{output} build check atol/rtol``: the values of the build's validation table, per output."""
+    """``{output} build check atol/rtol/origin``: each output's ``build_check`` (since 1.7), else
+    (an older manifest) the values its rows of the build's validation table carry."""
+    recorded = [t for t in (m.golden.tolerances if m.golden else ()) if t.build_check is not None]
+    if recorded:
+        return {
+            f"{t.output} build check {key}": _num(value) if isinstance(value, float) else str(value)
+            for t in recorded
+            if t.build_check is not None
+            for key, value in (("atol", t.build_check.atol), ("rtol", t.build_check.rtol), ("origin", t.build_check.origin))
+        }
     seen: dict[str, dict[str, list[str]]] = {}
     table = m.validation.get("table") if isinstance(m.validation, dict) else None
     for row in table if isinstance(table, list) else []:

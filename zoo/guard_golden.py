@@ -3,7 +3,9 @@ package stores, whole or compact, called as a serving process calls it (the mode
 structure, by name where a library type cannot be rebuilt).
 
 - a whole sample (``golden.samples``): its stored inputs, every output element against the stored
-  reference within the stored tolerance (``|out - ref| <= atol + rtol*|ref|``);
+  reference within the stored tolerance (``|out - ref| <= atol + rtol*|ref|``), judged as the build
+  judges (``runtime_probe.numerics.stats``): NaN where the reference has NaN, and the same infinity,
+  are equal; NaN or Inf where the reference is finite is a mismatch;
 - a compact sample (``golden.compact_samples``, over the build's ``--golden-max-mb``): its record
   bounded first (``runtime_probe.golden.cases.compact_cases``: the probe's own check, before
   anything is allocated), its generated inputs made again from their recipes and their SHA-256
@@ -23,9 +25,17 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["run_golden"]
+if TYPE_CHECKING:
+    from runtime_probe.package.manifest import Tolerance
+
+__all__ = ["EQUAL_NAN", "run_golden"]
+
+# NaN against NaN at the same place is equal, as in the build's stage bisection and three-way
+# verdict: a model whose eager output holds NaN there (built with --allow-nonfinite) passes; NaN
+# where the reference is finite still fails.
+EQUAL_NAN = True
 
 
 def run_golden(pkg: str) -> dict[str, Any]:
@@ -64,7 +74,9 @@ def run_golden(pkg: str) -> dict[str, Any]:
     for s in m.golden.samples:
         values = {name: tensors[key] for name, key in s.inputs.items()}
         got = _call(model, m, values, s.symbols, shape)
-        checks = {o: _whole(value, tensors[s.outputs[o]], m.tolerance_for(o)) for o, value in got["outputs"].items() if o in s.outputs}
+        checks = {
+            o: _whole(value, tensors[s.outputs[o]], m.reference_tolerance(o)) for o, value in got["outputs"].items() if o in s.outputs
+        }
         runs.append(_record(s.id, "full", got, checks, failures))
     for sample_id, sample in compact:
         made, why = _cases.regenerate(sample, tensors)
@@ -78,11 +90,10 @@ def run_golden(pkg: str) -> dict[str, Any]:
             digest = sample["digests"].get(o)
             if digest is None:
                 continue
-            tol = m.tolerance_for(o)
-            atol, rtol = (tol.atol, tol.rtol) if tol is not None else (0.0, 0.0)
+            tol = m.reference_tolerance(o)
             device = str(value.device) if value.device.type == "cuda" else None
             try:
-                checks[o] = _cases.check_output(value, digest, tensors, atol, rtol, False, device)
+                checks[o] = _cases.check_output(value, digest, tensors, tol.atol, tol.rtol, EQUAL_NAN, device)
             except (KeyError, ValueError) as exc:  # the record is wrong, not the model: still a failure here
                 checks[o] = {"passed": False, "reason": "digest", "found": str(exc)[:300], "expected": "a digest inside the output"}
         runs.append(_record(sample_id, "compact", got, checks, failures))
@@ -134,17 +145,12 @@ def _call(model: Any, m: Any, values: dict[str, Any], symbols: Mapping[str, int]
     return {"seconds": seconds, "count": len(flat), "expected": len(expected), "outputs": outputs}
 
 
-def _whole(value: Any, ref: Any, tol: Any) -> dict[str, Any]:
-    """A whole sample's output against its stored reference, every element (float64)."""
-    atol, rtol = (tol.atol, tol.rtol) if tol is not None else (0.0, 0.0)
-    if value.shape != ref.shape:
-        return {"passed": False, "reason": "shape", "expected": list(ref.shape), "found": list(value.shape)}
-    if value.numel() == 0:
-        return {"passed": True, "max_abs": 0.0}
-    v64, r64 = value.detach().cpu().double(), ref.double()
-    diff = (v64 - r64).abs()
-    worst = float(diff.max())
-    return {"passed": bool((diff <= atol + rtol * r64.abs()).all()), "max_abs": worst, "atol": atol, "rtol": rtol}
+def _whole(value: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
+    """A whole sample's output against its stored reference, every element, by the build's own
+    comparison (float64, chunked; a shape or dtype that differs is a mismatch, not an error)."""
+    from runtime_probe import numerics as _numerics
+
+    return _numerics.stats(value.detach(), ref, atol=tol.atol, rtol=tol.rtol, equal_nan=EQUAL_NAN)
 
 
 def _record(sample_id: str, stored: str, got: Mapping[str, Any], checks: Mapping[str, Any], failures: list[str]) -> dict[str, Any]:

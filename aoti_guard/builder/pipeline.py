@@ -36,6 +36,7 @@ from aoti_guard.builder.resolve import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin_step import twin_step
 from aoti_guard.builder.validate import run as validate
+from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
@@ -81,6 +82,8 @@ def check_options(options: BuildOptions) -> None:
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
     parse_dynamic(options.dynamic)
+    tolerance_mod.check_given(options.atol, "--atol")
+    tolerance_mod.check_given(options.rtol, "--rtol")
     bad = compile_mod.validate_config_keys(options.inductor_configs)
     if bad:  # before export, so a typo costs no time
         raise UsageError(f"unknown --inductor-config key(s): {', '.join(bad)}", hint="see torch._inductor.config for the option names")
@@ -435,6 +438,7 @@ def validate_step(st: BuildState) -> StepResult:
         example_outputs=st.example_outputs,
         graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
         user_samples=st.user_samples,
+        tolerance=st.tolerance,
     )
     detail: dict[str, Any] = {
         **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aoti_guard.builder.validate.tolerance import ToleranceRule
+
 if TYPE_CHECKING:
     from aoti_guard.builder import determinism
     from aoti_guard.builder import twin as twin_mod
@@ -53,3 +55,9 @@ class BuildState:
     example_outputs: Any = None  # eager's outputs on the example, from the export step
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
     user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (user_samples.py)
+    # compiled vs eager: --atol/--rtol against the dtypes' defaults, made once from the options here
+    # and handed to validation, which carries it to every comparison and to the manifest
+    tolerance: ToleranceRule = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tolerance = ToleranceRule.from_options(self.options)

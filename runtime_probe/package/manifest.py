@@ -8,6 +8,7 @@ removed, renamed or changes meaning. Readers refuse a newer MAJOR with a finding
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
+    "CheckTolerance",
     "CompactSample",
     "ConstantSpec",
     "Dim",
@@ -39,6 +41,7 @@ __all__ = [
     "TwinInfo",
     "dump_manifest",
     "parse_manifest",
+    "reference_tolerance",
 ]
 
 # 1.1: TensorSpec.value_range; 1.2: Target.cuda_archs; 1.3: debug_twin_without_weights;
@@ -48,7 +51,9 @@ __all__ = [
 # (a 1.4 reader ignores it: its twin asserts on the first NaN/Inf, a printer twin it reads as names only)
 # 1.6: ConstantSpec.runtime_fqn (a 1.5 reader ignores it and expects the program's name: it
 # reports a renamed constant as unexpected, as every 1.5 probe did)
-MANIFEST_SCHEMA_VERSION = "1.6"
+# 1.7: Tolerance.origin and Tolerance.build_check (a 1.6 reader ignores them: it applies atol/rtol
+# as before; the build check's atol/rtol leave the validation table's rows for build_check)
+MANIFEST_SCHEMA_VERSION = "1.7"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -226,6 +231,18 @@ class ConstantSpec:
 
 
 @dataclass(frozen=True)
+class CheckTolerance:
+    """What the build held compiled to against eager for one dtype: ``--atol``/``--rtol`` where
+    given, else the dtype's default; ``origin`` says which (``"--atol/--rtol"``, ``"float32
+    default"``, ``"--atol; rtol: float32 default"``, ``"exact: no default for int64"``). Decided
+    in one function, aoti_guard/builder/validate/tolerance.py's ``resolve``. Since schema 1.7."""
+
+    atol: float
+    rtol: float
+    origin: str
+
+
+@dataclass(frozen=True)
 class Tolerance:
     """Per-output tolerance for ``|out - ref| <= atol + rtol * |ref|`` (rule in docs/manifest.md)."""
 
@@ -234,6 +251,11 @@ class Tolerance:
     rtol: float
     measured_abs: float = 0.0
     measured_rel: float = 0.0
+    # Since 1.7 (a 1.6 reader ignores both). ``origin``: how atol/rtol were decided ("float32
+    # floor", "4 x the measured excess 2.1e-06 on sample max"); ``build_check``: the tolerance the
+    # build compared compiled with eager by, recorded here once rather than on every table row.
+    origin: str | None = None
+    build_check: CheckTolerance | None = None
 
 
 @dataclass(frozen=True)
@@ -376,6 +398,17 @@ class Manifest:
         if self.golden is None:
             return None
         return next((t for t in self.golden.tolerances if t.output == output), None)
+
+    def reference_tolerance(self, output: str) -> Tolerance:
+        """The tolerance ``output`` is held to against its golden reference (``reference_tolerance``)."""
+        return reference_tolerance(self.golden.tolerances if self.golden is not None else (), output)
+
+
+def reference_tolerance(tolerances: Iterable[Tolerance], output: str) -> Tolerance:
+    """``output``'s stored tolerance, else exact: a build stores one for every output it compared
+    (integers' as 0/0), so an output without one has nothing that would allow a difference."""
+    found = next((t for t in tolerances if t.output == output), None)
+    return found if found is not None else Tolerance(output, 0.0, 0.0, origin="exact: none stored")
 
 
 def schema_major(version: object) -> int | None:

@@ -36,6 +36,7 @@ def test_a_cuda_comparison_judges_as_the_cpu_one() -> None:
     """Comparison(device="cuda") stages the sample's tensors on the GPU once (compare._staged)."""
     from aoti_guard.builder.validate.compare import Comparison
     from aoti_guard.builder.validate.golden import Sample
+    from aoti_guard.builder.validate.tolerance import ToleranceRule
     from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 
     contract = IOContract(
@@ -49,7 +50,7 @@ def test_a_cuda_comparison_judges_as_the_cpu_one() -> None:
     sample = Sample("max", {}, [], [eager])
     tables = []
     for device in (None, "cuda"):
-        comparison = Comparison(contract, allow_nonfinite=False, atol=None, rtol=None, device=device)
+        comparison = Comparison(contract, allow_nonfinite=False, tolerance=ToleranceRule(), device=device)
         comparison.add(sample, [compiled], [ref64])
         result = comparison.finish()
         tables.append((result.table, [f.code for f in result.findings], result.tolerances))

@@ -136,3 +136,32 @@ def test_a_package_without_manifest_is_a_usage_error(tmp_path: Path) -> None:
         diff_packages(str(a), str(plain))
     with pytest.raises(UsageError, match="no such file"):
         diff_packages(str(a), str(tmp_path / "missing.pt2"))
+
+
+def _checked(atol: float, origin: str) -> Callable[[dict[str, Any]], None]:
+    def edit(m: dict[str, Any]) -> None:
+        m["schema_version"] = "1.7"
+        m["golden"]["tolerances"][0].update(origin="float32 floor", build_check={"atol": atol, "rtol": 1e-4, "origin": origin})
+
+    return edit
+
+
+def test_the_build_check_is_read_from_each_outputs_tolerance(tmp_path: Path) -> None:
+    """Since 1.7 the build check's atol/rtol and origin are recorded once per output
+    (``build_check``); the diff names what changed there."""
+    a = make_package(tmp_path / "a.pt2", edit=_checked(1e-4, "float32 default"))
+    b = make_package(tmp_path / "b.pt2", edit=_checked(0.01, "--atol; rtol: float32 default"))
+    changes = [(c.section, c.item, c.a, c.b) for c in diff_packages(str(a), str(b)).changes]
+    assert changes == [
+        ("tolerances", "output build check atol", "0.0001", "0.01"),
+        ("tolerances", "output build check origin", "float32 default", "--atol; rtol: float32 default"),
+    ]
+
+
+def test_an_older_manifests_build_check_comes_from_its_table(tmp_path: Path) -> None:
+    def rows(atol: float) -> Callable[[dict[str, Any]], None]:
+        return lambda m: m.update(validation={"table": [{"sample": "example", "output": "output", "atol": atol, "rtol": 1e-4}]})
+
+    a = make_package(tmp_path / "a.pt2", edit=rows(1e-4))
+    b = make_package(tmp_path / "b.pt2", edit=rows(0.01))
+    assert [(c.item, c.a, c.b) for c in diff_packages(str(a), str(b)).changes] == [("output build check atol", "0.0001", "0.01")]

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 from aoti_guard.builder.validate import stages  # noqa: E402
 from aoti_guard.builder.validate.compare import Comparison  # noqa: E402
 from aoti_guard.builder.validate.golden import Sample  # noqa: E402
+from aoti_guard.builder.validate.tolerance import ToleranceRule  # noqa: E402
 from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec  # noqa: E402
 
 A, D, R, S = stages.AGREES, stages.DEPARTS, stages.RAISED, stages.SKIPPED
@@ -71,7 +72,7 @@ def _fp64_case() -> tuple[Sample, list[object], list[object]]:
 
 def test_the_float64_rule_widens_a_tolerance_only_with_a_warning_that_says_why() -> None:
     s, compiled, refs = _fp64_case()
-    comparison = Comparison(_contract(), allow_nonfinite=False, atol=None, rtol=None)
+    comparison = Comparison(_contract(), allow_nonfinite=False, tolerance=ToleranceRule())
     comparison.add(s, compiled, refs)
     result = comparison.finish()
     [row] = result.table
@@ -85,7 +86,7 @@ def test_the_float64_rule_widens_a_tolerance_only_with_a_warning_that_says_why()
 
 def test_without_a_repeatable_eager_the_float64_rule_is_off() -> None:
     s, compiled, refs = _fp64_case()
-    comparison = Comparison(_contract(), allow_nonfinite=False, atol=None, rtol=None, fp64_rule=False)
+    comparison = Comparison(_contract(), allow_nonfinite=False, tolerance=ToleranceRule(), fp64_rule=False)
     comparison.add(s, compiled, refs)
     result = comparison.finish()
     assert result.table[0]["verdict"] == "fail"
@@ -94,7 +95,7 @@ def test_without_a_repeatable_eager_the_float64_rule_is_off() -> None:
 
 def test_eager_repeat_compares_two_calls() -> None:
     out = torch.arange(4.0)
-    same = stages.eager_repeat(_contract(), [out], out.clone(), None, None)
+    same = stages.eager_repeat(_contract(), [out], out.clone(), ToleranceRule())
     assert same is not None and same["status"] == A and same["max_abs"] == 0.0
-    moved = stages.eager_repeat(_contract(), [out], out + 1.0, None, None)
+    moved = stages.eager_repeat(_contract(), [out], out + 1.0, ToleranceRule())
     assert moved is not None and moved["status"] == D and moved["max_abs"] == 1.0

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aoti_guard.builder.validate.golden import Sample
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from aoti_guard.builder.validate.verdict import (
     AGREE,
     COMPILER,
@@ -156,7 +157,7 @@ def test_judge_extends_the_table_rows() -> None:
     table: list[dict[str, Any]] = [{"sample": "example", "output": "y", "verdict": "fail"}]
     compiled = {"example": [eager + 1.0, None]}
     ort = {"example": [eager.clone(), None]}
-    results = judge_sample(_contract(), sample, compiled["example"], ort["example"], None, table, atol=None, rtol=None)
+    results = judge_sample(_contract(), sample, compiled["example"], ort["example"], None, table, tolerance=ToleranceRule())
     findings = verdict_findings(results)
     assert [f.code for f in findings] == ["build.compiler_suspect"]
     row = table[0]
@@ -168,6 +169,6 @@ def test_judge_uses_the_user_tolerance() -> None:
     eager = _x()
     sample = Sample("example", {}, [], [eager, 3])
     table: list[dict[str, Any]] = [{"sample": "example", "output": "y"}]
-    results = judge_sample(_contract(), sample, [eager + 0.01, None], [eager, None], None, table, atol=0.1, rtol=None)
+    results = judge_sample(_contract(), sample, [eager + 0.01, None], [eager, None], None, table, tolerance=ToleranceRule(atol=0.1))
     findings = verdict_findings(results)
     assert [f.code for f in findings] == ["build.references_agree"]

@@ -1,7 +1,8 @@
 """Compiled vs eager, output by output and sample by sample: the verdict table, the findings for
 the outputs that fail, and the tolerances the package will store.
 
-Verdict per output and sample: pass when ``allclose(compiled, eager, BUILD_TOLERANCE)``; else pass
+Verdict per output and sample: pass when ``allclose(compiled, eager)`` within the build's tolerance
+(tolerance.py: --atol/--rtol, else the dtype's default); else pass
 when the compiled result is about as close to a float64 reference as eager is (RMSE within 3x of
 eager's, plus atol/10: the rule torch._dynamo uses for its own accuracy checks); else fail.
 Non-finite values in a compiled output fail unless allowed.
@@ -10,16 +11,17 @@ Non-finite values in a compiled output fail unless allowed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aoti_guard.builder.validate.golden import ATOL_FLOOR, BUILD_TOLERANCE, Sample, ToleranceStats
+from aoti_guard.builder.validate.golden import Sample, ToleranceStats, stored_floor
 from aoti_guard.builder.validate.references import sample_env
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from aoti_guard.builder.validate.verdict import close_to_fp64
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.package.manifest import IOContract, Tolerance
 
-__all__ = ["Comparison", "ValidationResult"]
+__all__ = ["CHECK_KEYS", "Comparison", "ValidationResult", "manifest_table"]
 
 PHASE = "validate"
 
@@ -36,22 +38,22 @@ class ValidationResult:
 WIDE_FACTOR = 100.0
 
 
+# A table row's copy of its output's build-check tolerance: the manifest records it once per
+# output (Tolerance.build_check) and its table rows go without (manifest_table).
+CHECK_KEYS = ("atol", "rtol")
+
+
 @dataclass(frozen=True)
 class _Rule:
-    """How outputs are judged: the user's overrides and whether NaN/Inf is allowed."""
+    """How outputs are judged: the build's tolerance and whether NaN/Inf is allowed."""
 
     allow_nonfinite: bool
-    atol: float | None
-    rtol: float | None
+    tolerance: ToleranceRule
     device: str | None = None  # where the arithmetic runs
     # The float64 rule (as close to float64 as eager is) is only as good as eager's own
     # repeatability: with a model that gives two answers to one input it would turn eager's noise
     # into a floor, so validation turns it off when eager disagrees with itself (run.py).
     fp64_rule: bool = True
-
-    def tolerance(self, dtype: str) -> tuple[float, float]:
-        b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
-        return (self.atol if self.atol is not None else b_atol, self.rtol if self.rtol is not None else b_rtol)
 
 
 class Comparison:
@@ -64,16 +66,15 @@ class Comparison:
         contract: IOContract,
         *,
         allow_nonfinite: bool,
-        atol: float | None,
-        rtol: float | None,
+        tolerance: ToleranceRule,
         device: str | None = None,
         fp64_rule: bool = True,
     ) -> None:
-        """``device``: where the comparisons' arithmetic runs (a CUDA build's GPU; default the CPU).
-        ``fp64_rule``: accept a compiled output as close to float64 as eager is (off when eager
-        is not repeatable)."""
+        """``tolerance``: the build's (BuildState.tolerance). ``device``: where the comparisons'
+        arithmetic runs (a CUDA build's GPU; default the CPU). ``fp64_rule``: accept a compiled
+        output as close to float64 as eager is (off when eager is not repeatable)."""
         self.contract = contract
-        self.rule = _Rule(allow_nonfinite, atol, rtol, device, fp64_rule)
+        self.rule = _Rule(allow_nonfinite, tolerance, device, fp64_rule)
         self.result = ValidationResult()
         self._gathered = {o.name: ToleranceStats(o.name, o.tensor.dtype, device) for o in contract.outputs if o.tensor is not None}
         self._seen: set[str] = set()  # outputs with at least one compared pair
@@ -114,17 +115,23 @@ class Comparison:
         return self.result.table[rows_before:]
 
     def finish(self) -> ValidationResult:
-        """The result, with a tolerance for every output that was compared at least once."""
-        self.result.tolerances = [g.tolerance() for name, g in self._gathered.items() if name in self._seen]
+        """The result, with a tolerance for every output that was compared at least once: the
+        stored one, its origin, and the build check it was validated by."""
+        self.result.tolerances = [self._recorded(g) for name, g in self._gathered.items() if name in self._seen]
         self.result.margins = margins(self.result.table, self.result.tolerances)
         for tol in self.result.tolerances:
             dtype = self._gathered[tol.output].dtype
-            floor = ATOL_FLOOR.get(dtype)
+            floors = stored_floor(dtype)
             widest = self._widest.get(tol.output, {})
             # a failed row rejects the package: its error is reported as the failure, not as a tolerance
-            if floor is not None and tol.atol > WIDE_FACTOR * floor and widest.get("verdict") == "pass":
-                self.result.findings.append(_wide(tol, dtype, floor, widest))
+            if floors is not None and tol.atol > WIDE_FACTOR * floors[0] and widest.get("verdict") == "pass":
+                self.result.findings.append(_wide(tol, dtype, floors[0], widest))
         return self.result
+
+    def _recorded(self, gathered: ToleranceStats) -> Tolerance:
+        sample = self._widest.get(gathered.output, {}).get("sample")
+        tol = gathered.tolerance(sample if isinstance(sample, str) else None)
+        return replace(tol, build_check=self.rule.tolerance.for_dtype(gathered.dtype))
 
 
 def _staged(device: str | None, *tensors: Any) -> list[Any]:
@@ -150,7 +157,8 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
 
     from runtime_probe import numerics as _numerics
 
-    b_atol, b_rtol = rule.tolerance(str(e.dtype).replace("torch.", ""))
+    check = rule.tolerance.for_dtype(e.dtype)
+    b_atol, b_rtol = check.atol, check.rtol
     st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=rule.allow_nonfinite, device=rule.device)
     row: dict[str, Any] = {
         "sample": s.id,
@@ -226,6 +234,13 @@ def _max_abs_diff(a: Any, b: Any, device: str | None) -> float | None:
     if a.numel() == 0 or a.is_complex():
         return None
     return _numerics.max_abs_diff(a, b, device=device)
+
+
+def manifest_table(table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The validation table as the manifest keeps it: each row without its output's build-check
+    atol/rtol, which the output's tolerance records once (``Tolerance.build_check``, since 1.7).
+    The build report's table keeps them."""
+    return [{k: v for k, v in row.items() if k not in CHECK_KEYS} for row in table]
 
 
 def margins(table: Sequence[dict[str, Any]], tolerances: Sequence[Tolerance]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from aoti_guard.builder.validate.golden import Sample
 from runtime_probe.findings import Finding, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
-from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, OutputDigest, Tolerance
+from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, OutputDigest, Tolerance, reference_tolerance
 
 __all__ = ["GoldenStore"]
 
@@ -135,7 +135,6 @@ class GoldenStore:
 
         if not self.full and not self.compact:
             return None
-        by_output = {t.output: t for t in tolerances}
         tensors: dict[str, Any] = {}
         index: list[GoldenSample] = []
         for i, s in enumerate(self.full):
@@ -149,8 +148,8 @@ class GoldenStore:
             ins = _put(tensors, f"c{j}.in.", c.captured.items())
             digests = []
             for d in c.digests:
-                tol = by_output.get(d.name)
-                sum_tol, minmax_tol = _compact.tolerances(d.stats, tol.atol if tol else 0.0, tol.rtol if tol else 0.0)
+                tol = reference_tolerance(tolerances, d.name)
+                sum_tol, minmax_tol = _compact.tolerances(d.stats, tol.atol, tol.rtol)
                 tensors[f"c{j}.at.{d.name}"], tensors[f"c{j}.ref.{d.name}"] = d.indices, d.values
                 st = d.stats
                 digests.append(

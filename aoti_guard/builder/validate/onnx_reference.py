@@ -24,6 +24,7 @@ from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.saved_program import save_program
 from aoti_guard.builder.validate import verdict
 from aoti_guard.builder.validate.references import sample_env
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.findings import Finding, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, IOContract
@@ -254,11 +255,17 @@ class Reference:
     sample at a time (``compare``), and summed up at the end (``finish``)."""
 
     def __init__(
-        self, started: PendingReference | OnnxReference, contract: IOContract, options: BuildOptions, note: Callable[[str], None]
+        self,
+        started: PendingReference | OnnxReference,
+        contract: IOContract,
+        options: BuildOptions,
+        tolerance: ToleranceRule,
+        note: Callable[[str], None],
     ) -> None:
         self.started = started
         self.contract = contract
         self.options = options
+        self.tolerance = tolerance  # the build's: ONNX Runtime agrees with eager by the same rule as the package
         self.note = note
         self.results: list[verdict.ThreeWay] = []
 
@@ -274,7 +281,7 @@ class Reference:
         ref = self._ready()
         if ref.outputs:
             self.results += verdict.judge_sample(
-                self.contract, sample, compiled, ref.outputs.get(sample.id), refs64, rows, atol=self.options.atol, rtol=self.options.rtol
+                self.contract, sample, compiled, ref.outputs.get(sample.id), refs64, rows, tolerance=self.tolerance
             )
 
     def finish(self) -> tuple[dict[str, Any], list[Finding]]:
@@ -294,6 +301,7 @@ def reference(
     index: Sequence[GoldenSample],
     contract: IOContract,
     options: BuildOptions,
+    tolerance: ToleranceRule,
     note: Callable[[str], None],
 ) -> Iterator[Reference | None]:
     """The ONNX Runtime reference when ``options.reference`` asks for it (else None), its child
@@ -304,7 +312,7 @@ def reference(
     note(f"onnxruntime reference: exporting the program to ONNX, ONNX Runtime runs {len(index)} sample(s) in a child process")
     started = start_reference(ep, work, golden_path, index, contract, options.keep_onnx)
     try:
-        yield Reference(started, contract, options, note)
+        yield Reference(started, contract, options, tolerance, note)
     finally:
         if isinstance(started, PendingReference):
             started.cancel()

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from aoti_guard.builder.validate.golden import BUILD_TOLERANCE
+from aoti_guard.builder.validate.tolerance import OTHER, ToleranceRule
 from runtime_probe.package.manifest import IOContract
 
 __all__ = ["MARKER", "repro_dir", "write_repro"]
@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEVICE = {device!r}
 INDUCTOR_CONFIGS = {configs}
 TOLERANCE = {tolerance}  # dtype -> (atol, rtol): what the build allowed
-DEFAULT_TOLERANCE = (1e-4, 1e-4)
+DEFAULT_TOLERANCE = TOLERANCE.pop({other!r})  # every other dtype
 
 
 def tensors(out):
@@ -121,10 +121,10 @@ def write_repro(
     *,
     device: str,
     sample_id: str,
-    atol: float | None = None,
-    rtol: float | None = None,
+    tolerance: ToleranceRule,
 ) -> tuple[str | None, str | None]:
     """Write ``OUT.repro/``; returns ``(repro.py path, None)`` or ``(None, why not)``.
+    ``tolerance``: the build's; the script judges by the same atol/rtol per dtype.
 
     A folder of that name that aoti-guard did not make is left alone."""
     import torch
@@ -145,11 +145,8 @@ def write_repro(
     args, kwargs = pytree.tree_unflatten(cpu, pytree.treespec_loads(contract.in_spec))
     torch.save((tuple(args), dict(kwargs)), os.path.join(folder, "inputs.pt"))
     kept, dropped = _literal_configs(configs)
-    tolerance = {
-        dtype: (atol if atol is not None else pair[0], rtol if rtol is not None else pair[1]) for dtype, pair in BUILD_TOLERANCE.items()
-    }
     note = f" (golden sample {sample_id})" + (f"; configs not carried: {', '.join(dropped)}" if dropped else "")
-    script = _SCRIPT.format(device=device, configs=repr(kept), tolerance=repr(tolerance), sample_note=note)
+    script = _SCRIPT.format(device=device, configs=repr(kept), tolerance=repr(tolerance.table()), other=OTHER, sample_note=note)
     path = os.path.join(folder, "repro.py")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(script)

@@ -30,9 +30,10 @@ from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.compare import Comparison, ValidationResult
-from aoti_guard.builder.validate.golden import RTOL_FLOOR, Sample, coverage, make_samples
+from aoti_guard.builder.validate.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.references import Float64Reference, eager_output, golden_payload, sample_env
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe import layout
 from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
@@ -313,6 +314,7 @@ class _Steps:
         reference: reference_onnx.Reference | None,
         out: Validation,
         *,
+        tolerance: ToleranceRule,
         fp64_rule: bool = True,
     ) -> None:
         self.eager_fn, self.contract, self.options, self.run = eager_fn, contract, options, run
@@ -321,7 +323,7 @@ class _Steps:
         # A CUDA build compares on its GPU, a chunk at a time: on the CPU, full-size logits took minutes.
         on_gpu = options.device if options.device.startswith("cuda") else None
         self.comparison = Comparison(
-            contract, allow_nonfinite=options.allow_nonfinite, atol=options.atol, rtol=options.rtol, device=on_gpu, fp64_rule=fp64_rule
+            contract, allow_nonfinite=options.allow_nonfinite, tolerance=tolerance, device=on_gpu, fp64_rule=fp64_rule
         )
         self.child_failures: list[Finding] = []
         self.crashed: GoldenSample | None = None
@@ -362,9 +364,8 @@ class _Steps:
             on_gpu = self.options.device if self.options.device.startswith("cuda") else None
             for spec, c, e in zip(self.contract.outputs, compiled, s.outputs):
                 if hasattr(c, "shape") and hasattr(e, "shape"):
-                    s.worst[spec.name] = _compact.worst_positions(
-                        c, e, RTOL_FLOOR.get(spec.tensor.dtype, 0.0) if spec.tensor else 0.0, on_gpu
-                    )
+                    floors = stored_floor(spec.tensor.dtype) if spec.tensor else None
+                    s.worst[spec.name] = _compact.worst_positions(c, e, floors[1] if floors else 0.0, on_gpu)
         if self.reference is not None:
             self.reference.compare(s, compiled, refs64, rows)
 
@@ -389,12 +390,16 @@ def run_validation(
     worker: Worker,
     release_pt2: str,
     *,
+    tolerance: ToleranceRule,
     example_outputs: Any = None,
     graph_causes: Sequence[str] = (),
     user_samples: Sequence[Sample] = (),
 ) -> Validation:
     """Validate the compiled package against eager on every golden sample.
 
+    ``tolerance``: the build's, resolved once (BuildState.tolerance): every comparison here, the
+    stage bisection, the repro and the ONNX Runtime verdict judge by it, and the manifest records
+    it per output.
     ``example_outputs``: eager's outputs on the example from the export step: compared with this
     step's own eager run of the example, they say whether eager repeats itself (when it does not,
     the float64 rule is off: eager's noise must never widen a tolerance). ``graph_causes``: what
@@ -410,7 +415,7 @@ def run_validation(
     if example_error is not None:
         out.findings.append(example_error)
         return out
-    out.eager_repeat = stages_mod.eager_repeat(contract, samples[0].outputs, example_outputs, options.atol, options.rtol)
+    out.eager_repeat = stages_mod.eager_repeat(contract, samples[0].outputs, example_outputs, tolerance)
     repeatable = out.eager_repeat is None or out.eager_repeat["status"] == stages_mod.AGREES
     if not repeatable:
         note("eager gave two different answers on the example: the float64 rule is off (eager's noise is no floor)")
@@ -428,7 +433,7 @@ def run_validation(
     fp64 = Float64Reference(eager_fn, contract, options.device, samples[0]) if options.fp64_reference else None
     free_cached_gpu_memory(options.device)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
-    with reference_onnx.reference(ep, work, inputs_path, index, contract, options, note) as reference:
+    with reference_onnx.reference(ep, work, inputs_path, index, contract, options, tolerance, note) as reference:
         facts: dict[str, Any] = {}
         broken = _torch_in_child(run, facts)
         if broken is not None:  # the environment's doing: no load was tried, nothing to escalate
@@ -443,7 +448,7 @@ def run_validation(
                 out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S, options.output)
             return out
         note("validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child")
-        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out, fp64_rule=repeatable)
+        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out, tolerance=tolerance, fp64_rule=repeatable)
         accepted = validate_each(samples, steps, out.timings)
         if fp64 is not None:
             fp64.close()
@@ -461,7 +466,7 @@ def run_validation(
         out.tolerances, out.table, out.margins = result.tolerances, result.table, result.margins
         failed = next((f for f in result.findings if f.code == "build.validation_failed"), None)
         if failed is not None and not steps.child_gone:
-            out.findings += _bisect(ep, eager_fn, contract, configs, options, run, samples, failed, graph_causes, note, out)
+            out.findings += _bisect(ep, eager_fn, contract, configs, options, tolerance, run, samples, failed, graph_causes, note, out)
         if reference is not None:
             out.reference, ref_findings = reference.finish()
             out.findings += ref_findings
@@ -505,6 +510,7 @@ def _bisect(
     contract: IOContract,
     configs: Mapping[str, Any],
     options: BuildOptions,
+    tolerance: ToleranceRule,
     run: ChildRun,
     samples: Sequence[Sample],
     failed: Finding,
@@ -523,6 +529,6 @@ def _bisect(
         return None if isinstance(got, ChildFailure) else got
 
     note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
-    rows, findings = stages_mod.explain_failure(ep, eager_fn, contract, configs, options, sample, package, graph_causes, note)
+    rows, findings = stages_mod.explain_failure(ep, eager_fn, contract, configs, options, tolerance, sample, package, graph_causes, note)
     out.stages = [r.to_dict() for r in rows]
     return findings

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.validate.golden import BUILD_TOLERANCE, Sample
+from aoti_guard.builder.validate.golden import Sample
 from aoti_guard.builder.validate.references import call_with_leaves, sample_env
 from aoti_guard.builder.validate.repro import write_repro
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.findings import Finding, error, warning
 from runtime_probe.package.manifest import IOContract
 from runtime_probe.torch_compat import dynamo_reset
@@ -88,7 +89,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def compare_outputs(
-    contract: IOContract, got: Sequence[Any], ref: Sequence[Any], atol: float | None, rtol: float | None
+    contract: IOContract, got: Sequence[Any], ref: Sequence[Any], tolerance: ToleranceRule
 ) -> tuple[str, float, str | None]:
     """(agrees|departs, worst max abs, the output it was on) by the build's tolerance per dtype."""
     import torch
@@ -101,9 +102,8 @@ def compare_outputs(
             if a != b:
                 agree, where = False, spec.name
             continue
-        dtype = str(b.dtype).replace("torch.", "")
-        b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
-        st = numerics.stats(a, b, atol=b_atol if atol is None else atol, rtol=b_rtol if rtol is None else rtol, equal_nan=True)
+        check = tolerance.for_dtype(b.dtype)
+        st = numerics.stats(a, b, atol=check.atol, rtol=check.rtol, equal_nan=True)
         if st.get("reason") is not None:
             return DEPARTS, float("inf"), spec.name
         err = st.get("max_abs")
@@ -129,14 +129,14 @@ def bisect(
     package: Callable[[], list[Any] | None],
     *,
     device: str,
-    atol: float | None = None,
-    rtol: float | None = None,
+    tolerance: ToleranceRule,
     compile_stage: bool = True,
     note: Callable[[str], None] = lambda _msg: None,
 ) -> list[StageRow]:
     """Rerun the stages on ``sample``'s inputs; returns one row per stage, in order.
 
     ``package``: the package's outputs on the sample (the validation child), None when it failed.
+    ``tolerance``: the build's, by which each stage agrees with eager or departs.
     ``compile_stage``: allow the torch.compile stage (a compile of its own)."""
 
     def call(fn: Any) -> list[Any]:
@@ -147,15 +147,15 @@ def bisect(
         return [StageRow("eager", RAISED, note=why)]
     rows: list[StageRow] = []
     again, why = _run(lambda: call(eager_fn))
-    rows.append(_row("eager", contract, again, first, why, atol, rtol))
+    rows.append(_row("eager", contract, again, first, why, tolerance))
     exported, why = _run(lambda: call(ep.module()))
-    rows.append(_row("export", contract, exported, first, why, atol, rtol))
+    rows.append(_row("export", contract, exported, first, why, tolerance))
     note("stage bisection: running the decomposed program")
     decomposed, why = _run(lambda: call(ep.run_decompositions().module()))
-    rows.append(_row("decompose", contract, decomposed, first, why, atol, rtol))
+    rows.append(_row("decompose", contract, decomposed, first, why, tolerance))
     packaged = package()
     package_row = (
-        _row("package", contract, packaged, first, None, atol, rtol)
+        _row("package", contract, packaged, first, None, tolerance)
         if packaged is not None
         else StageRow("package", RAISED, note="the validation child could not run it (see the run.* finding)")
     )
@@ -169,7 +169,7 @@ def bisect(
     else:
         note("stage bisection: torch.compile of the exported program (one compile), to tell Inductor from AOTInductor")
         compiled, why = _run(lambda: _torch_compile_outputs(ep, contract, sample, device))
-        rows.append(_row("inductor", contract, compiled, first, why, atol, rtol))
+        rows.append(_row("inductor", contract, compiled, first, why, tolerance))
     rows.append(package_row)
     return rows
 
@@ -184,12 +184,10 @@ def _torch_compile_outputs(ep: Any, contract: IOContract, sample: Sample, device
         dynamo_reset()()
 
 
-def _row(
-    stage: str, contract: IOContract, got: list[Any] | None, ref: list[Any], why: str | None, atol: float | None, rtol: float | None
-) -> StageRow:
+def _row(stage: str, contract: IOContract, got: list[Any] | None, ref: list[Any], why: str | None, tolerance: ToleranceRule) -> StageRow:
     if got is None:
         return StageRow(stage, RAISED, note=why)
-    status, worst, where = compare_outputs(contract, got, ref, atol, rtol)
+    status, worst, where = compare_outputs(contract, got, ref, tolerance)
     return StageRow(stage, status, worst, where)
 
 
@@ -322,9 +320,7 @@ def _err(row: StageRow | None) -> str:
     return f"max |stage - eager| {row.max_abs:.3g}"
 
 
-def eager_repeat(
-    contract: IOContract, outputs: Sequence[Any], earlier: Any, atol: float | None, rtol: float | None
-) -> dict[str, Any] | None:
+def eager_repeat(contract: IOContract, outputs: Sequence[Any], earlier: Any, tolerance: ToleranceRule) -> dict[str, Any] | None:
     """Eager's example outputs from the export step (``earlier``, the model's output) against
     validation's (``outputs``, leaves in contract order): two calls on one input. None when there
     is nothing to compare."""
@@ -336,7 +332,7 @@ def eager_repeat(
     before = [t.detach().to("cpu") if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(earlier)]
     if len(before) != len(outputs):
         return None
-    status, worst, output = compare_outputs(contract, outputs, before, atol, rtol)
+    status, worst, output = compare_outputs(contract, outputs, before, tolerance)
     return {"status": status, "max_abs": worst, "output": output}
 
 
@@ -346,14 +342,15 @@ def explain_failure(
     contract: IOContract,
     configs: Mapping[str, Any],
     options: BuildOptions,
+    tolerance: ToleranceRule,
     sample: Sample,
     package: Callable[[], list[Any] | None],
     graph_causes: Sequence[str],
     note: Callable[[str], None],
 ) -> tuple[list[StageRow], list[Finding]]:
     """Bisect ``sample``, write the standalone repro when a compiler stage departs, and name the
-    first stage (``build.first_divergence``)."""
-    rows = bisect(ep, eager_fn, contract, sample, package, device=options.device, atol=options.atol, rtol=options.rtol, note=note)
+    first stage (``build.first_divergence``). ``tolerance``: the build's (BuildState.tolerance)."""
+    rows = bisect(ep, eager_fn, contract, sample, package, device=options.device, tolerance=tolerance, note=note)
     first = first_departing(rows)
     repro: str | None = None
     findings: list[Finding] = []
@@ -366,8 +363,7 @@ def explain_failure(
             options.output,
             device=options.device,
             sample_id=sample.id,
-            atol=options.atol,
-            rtol=options.rtol,
+            tolerance=tolerance,
         )
         if repro is None:
             findings.append(warning("build.first_divergence", PHASE, f"no standalone repro was written: {why}", hint="see --minify"))

@@ -1,7 +1,7 @@
 """The three-way verdict: eager, AOTInductor and ONNX Runtime, output by output and sample by sample.
 
-Two results *agree* when they pass the build's comparison rule (validate.py): allclose within the
-build tolerance of the dtype (or --atol/--rtol), or, failing that, the result is about as close to
+Two results *agree* when they pass the build's comparison rule (compare.py): allclose within the
+build's tolerance (tolerance.py: --atol/--rtol, else the dtype's default), or, failing that, the result is about as close to
 the float64 reference as eager is (RMSE within 3x of eager's, plus atol/10). Per (sample, output):
 
   AOTI~eager  ORT~eager  verdict
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aoti_guard.builder.validate.golden import BUILD_TOLERANCE
+from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.package.manifest import IOContract
 
@@ -88,11 +88,6 @@ def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float, device: str | N
     ``device``: where the arithmetic runs."""
     e_err, o_err = _rmse(eager, ref64, device), _rmse(out, ref64, device)
     return math.isfinite(o_err) and o_err <= 3.0 * e_err + atol / 10.0, e_err, o_err
-
-
-def tolerance(dtype: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
-    b_atol, b_rtol = BUILD_TOLERANCE.get(dtype, (0.0, 0.0))
-    return (atol if atol is not None else b_atol), (rtol if rtol is not None else b_rtol)
 
 
 def compare_pair(out: Any, ref: Any, ref64: Any = None, *, atol: float, rtol: float, equal_nan: bool = False) -> Pair:
@@ -224,11 +219,10 @@ def judge_sample(
     refs64: Sequence[Any] | None,
     rows: Sequence[dict[str, Any]],
     *,
-    atol: float | None,
-    rtol: float | None,
+    tolerance: ToleranceRule,
 ) -> list[ThreeWay]:
     """Three-way verdicts for one sample's outputs (``ort`` None: ONNX Runtime has no result for
-    it); adds the ONNX Runtime columns to that sample's table ``rows`` (in place). NaN/Inf at the
+    it), by the build's ``tolerance``; adds the ONNX Runtime columns to that sample's table ``rows`` (in place). NaN/Inf at the
     same places count as agreement here: non-finite outputs are reported on their own
     (build.nonfinite)."""
     import torch
@@ -242,8 +236,8 @@ def judge_sample(
             continue
         ort_t = ort[k] if ort is not None and k < len(ort) else None
         ref64 = refs64[k] if refs64 is not None and k < len(refs64) else None
-        b_atol, b_rtol = tolerance(str(eager.dtype).replace("torch.", ""), atol, rtol)
-        r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=b_atol, rtol=b_rtol, equal_nan=True)
+        check = tolerance.for_dtype(eager.dtype)
+        r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=check.atol, rtol=check.rtol, equal_nan=True)
         results.append(r)
         row = by_output.get(spec.name)
         if row is not None:
