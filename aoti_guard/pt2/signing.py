@@ -122,19 +122,20 @@ class SignResult:
 
 
 @contextlib.contextmanager
-def _exclusive(path: str, busy: str, hint: str) -> Iterator[None]:
+def _exclusive(path: str, what: str, busy: str, hint: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (a folder, or the file itself) without waiting.
 
     Another aoti-guard writing the same files holds it: this one raises UsageError(``busy``)
     rather than wait and then overwrite what that one just reported. A file whose name was
     replaced between our open and our lock (a sign that just finished) is locked again under the
-    inode the name names now: a lock on the old inode would guard nothing.
+    inode the name names now: a lock on the old inode would guard nothing. ``what``: how a
+    message names ``path`` ("package", "folder").
     """
     while True:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise UsageError(f"no such file: {for_terminal(path)}", hint="check the path") from None
+            raise UsageError(f"no such {what}: {for_terminal(path)}", hint="check the path") from None
         except OSError as exc:
             raise UsageError(f"cannot open {for_terminal(path)} to lock it: {exc.strerror}", hint="check its permissions") from None
         try:
@@ -180,7 +181,9 @@ def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFil
     if not os.access(folder, os.W_OK):
         raise UsageError(f"cannot write in {folder}", hint="choose a writable folder for the key")
     busy = f"another aoti-guard keygen is writing a key in {for_terminal(folder)} right now: this one wrote nothing"
-    with _exclusive(folder, busy, hint="run one keygen per key; if you meant to replace that key, rerun with --force once it is done"):
+    with _exclusive(
+        folder, "folder", busy, hint="run one keygen per key; if you meant to replace that key, rerun with --force once it is done"
+    ):
         if not force:
             for existing in (private_path, public_path):
                 if os.path.lexists(existing):
@@ -286,7 +289,9 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
     link = given if os.path.islink(given) else None
     target = os.path.realpath(given) if link else given
     busy = f"another aoti-guard sign is signing {for_terminal(target)} right now: this one signed nothing"
-    with _exclusive(target, busy, hint="sign a package from one job; rerun this one once that one is done to replace its signature"):
+    with _exclusive(
+        target, "package", busy, hint="sign a package from one job; rerun this one once that one is done to replace its signature"
+    ):
         return _sign_locked(target, key, link)
 
 
