@@ -631,6 +631,7 @@ def keygen(positional: str | None, key: str | None, force: bool) -> None:
       python -m runtime_probe model.pt2 --public-key release.key.pub
     """
     from aoti_guard.pt2.signing import generate_key
+    from runtime_probe.escaping import for_terminal
 
     if positional is not None:  # `keygen KEY`, the form before --key
         if key not in (None, positional):
@@ -641,7 +642,7 @@ def keygen(positional: str | None, key: str | None, force: bool) -> None:
         raise click.UsageError("Missing option '--key': where to write the private key (e.g. --key release.key)")
 
     files = generate_key(key, force=force)
-    click.echo(f"wrote {files.private} (private, mode 0600) and {files.public} (public)")
+    click.echo(f"wrote {for_terminal(files.private)} (private, mode 0600) and {for_terminal(files.public)} (public)")
     click.echo(f"key id {files.key_id}")
 
 
@@ -659,6 +660,7 @@ def sign(package: str, key: str) -> None:
     """
     from aoti_guard.pt2.signing import sign_package
     from runtime_probe.errors import PackageRejected
+    from runtime_probe.escaping import for_terminal
     from runtime_probe.findings import Finding, Severity
     from runtime_probe.report import format_finding
 
@@ -672,7 +674,10 @@ def sign(package: str, key: str) -> None:
                 click.echo("  " + format_finding(finding).replace("\n", "\n  "), err=True)
         sys.exit(1)
     replaced = f" (replaced a signature by {result.replaced})" if result.replaced else ""
-    click.echo(f"signed {result.path} with key {result.key_id}{replaced}")
+    through = f" (through the link {for_terminal(result.link)})" if result.link else ""
+    click.echo(f"signed {for_terminal(result.path)}{through} with key {result.key_id}{replaced}")
+    for note in result.notes:
+        click.echo(f"warning: {for_terminal(note)}", err=True)
 
 
 cli.add_command(fleet)  # aoti_guard/fleet/cli.py: k8s, slurm, report

@@ -101,7 +101,7 @@ def emit_report(report: Report, outputs: Outputs, paths: Paths | None = None) ->
         write_junit(report, outputs.junit)
     if outputs.markdown and (paths is None or paths.usable("--markdown")):
         write_output(outputs.markdown, render_markdown(report).encode())
-    append_step_summary(report)
+    append_step_summary(report, paths)
     if not outputs.quiet or not report.passed:
         on_stdout = is_stdout(outputs.json) or is_stdout(outputs.junit) or is_stdout(outputs.markdown)
         stream = sys.stderr if on_stdout else sys.stdout
@@ -145,7 +145,7 @@ def write_error_reports(report: Report, outputs: Outputs, paths: Paths) -> None:
     def write_markdown(report: Report, path: str) -> None:
         write_output(path, render_markdown(report).encode())
 
-    append_step_summary(report)
+    append_step_summary(report, paths)
     writers = (
         (outputs.json, "--json", write_json),
         (outputs.junit, "--junit", write_junit),

@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import sys
 
-from runtime_probe.escaping import for_markdown, for_markdown_code, for_markdown_fenced
+from runtime_probe.errors import GuardError
+from runtime_probe.escaping import for_markdown, for_markdown_code, for_markdown_fenced, for_terminal
 from runtime_probe.findings import Finding, Severity
+from runtime_probe.output import append_output
+from runtime_probe.paths import Paths
 from runtime_probe.report import SKIPPED, Report, detail_lines
 
 __all__ = ["STEP_SUMMARY", "append_step_summary", "render_markdown"]
@@ -74,14 +77,20 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def append_step_summary(report: Report) -> None:
+def append_step_summary(report: Report, paths: Paths | None = None) -> None:
     """Append the Markdown to ``$GITHUB_STEP_SUMMARY`` when it is set (GitHub Actions sets it for
-    each step). A summary that cannot be written is said on stderr; it never changes the exit code."""
+    each step). A summary that cannot be written is said on stderr; it never changes the exit code.
+
+    ``paths``: the run's path rule (runtime_probe/paths.py): the summary is never appended to a
+    file the run reads (the package) or another of its outputs. The file is opened and written
+    without blocking (runtime_probe/output.py): a FIFO or device without a reader is a warning,
+    never a hung run."""
     path = os.environ.get(STEP_SUMMARY)
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(render_markdown(report))
-    except OSError as exc:
-        print(f"warning: cannot append the summary to ${STEP_SUMMARY} ({path}): {exc.strerror}", file=sys.stderr)
+        if paths is not None:
+            paths.check_file(f"${STEP_SUMMARY}", path)
+        append_output(path, render_markdown(report).encode(), f"${STEP_SUMMARY} ({path})")
+    except GuardError as exc:
+        print(f"warning: the summary was not appended: {for_terminal(exc.message)}", file=sys.stderr)

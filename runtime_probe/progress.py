@@ -26,6 +26,10 @@ import threading
 import time
 from typing import TextIO
 
+from runtime_probe.errors import ToolError
+from runtime_probe.escaping import for_terminal
+from runtime_probe.output import open_nonblocking, write_all
+
 __all__ = ["HEARTBEAT_S", "Progress", "is_live_terminal"]
 
 _COLOURS = {"passed": "32", "failed": "31", "skipped": "33", "start": "36"}
@@ -58,8 +62,16 @@ class Progress:
         heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        # --log-file: every event as a plain, timestamped line, whatever the terminal shows
-        self._log: TextIO | None = open(log, "a", encoding="utf-8") if log else None
+        # --log-file: every event as a plain, timestamped line, whatever the terminal shows. Opened
+        # and written without blocking (runtime_probe/output.py): a FIFO without a reader, or one
+        # that stops reading, costs the log (said once on stderr), never the run.
+        self._log: int | None = None
+        self._log_name = f"the --log-file {log}"
+        if log:
+            try:
+                self._log = open_nonblocking(log, self._log_name, append=True)
+            except ToolError as exc:
+                self._write(f"warning: {exc.message}; going on without the log\n")
         self.quiet = quiet
         self.live = is_live_terminal(self.stream) if live is None else live
         self.colour = (self.live and "NO_COLOR" not in os.environ) if colour is None else colour
@@ -111,10 +123,24 @@ class Progress:
         now = time.time()
         # milliseconds: the file is also a timeline of the run (the zoo reads where a build's time goes)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+        # one line each, escaped: a name in torch's message can neither forge a line nor drive a terminal
+        data = "".join(f"{stamp} {for_terminal(line)}\n" for line in text.splitlines() or [""]).encode()
         with self._lock:
-            for line in text.splitlines() or [""]:
-                self._log.write(f"{stamp} {line}\n")
-            self._log.flush()
+            if self._log is None:
+                return
+            try:
+                write_all(self._log, data, self._log_name)
+            except ToolError as exc:
+                self._write(f"warning: {exc.message}; the rest of the run is not logged\n")
+                self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            fd, self._log = self._log, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def close(self) -> None:
         """Stop redrawing; a line still live is left as it stands."""
@@ -123,9 +149,7 @@ class Progress:
             if self._current is not None and self.live:
                 self._write("\n")
             self._current = None
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            self._close_log()
 
     # --- rendering -------------------------------------------------------------------------
 

@@ -7,23 +7,32 @@ them), the staging folder and the extracted copies left on disk. Here the signal
 killed, each temporary folder removed) and the command line still writes its report, with an
 ``env.terminated`` finding (exit 3).
 
-A second signal while unwinding is ignored: it must not cut the cleanup short (the cleanup is
-bounded: each child gets at most a few seconds before it is killed).
+A second signal while unwinding does not cut the cleanup short (each child gets at most a few
+seconds before it is killed), but it bounds it: if the process has not ended ``CLEANUP_BOUND_S``
+after it, a watchdog thread ends it with the terminated exit code (3), whatever the main thread
+is blocked in (a FIFO's open, a stuck write, a child that will not die). A third signal ends it at
+once. Without that, a cleanup that blocks would make every further SIGTERM a no-op and leave only
+SIGKILL, which loses the exit code and every ``finally``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from runtime_probe.findings import Finding, error
+from runtime_probe.findings import EXIT_CODES, Finding, error
 
-__all__ = ["STOP_SIGNALS", "Terminated", "install", "signals_raise", "terminated_finding"]
+__all__ = ["CLEANUP_BOUND_S", "EXIT_TERMINATED", "STOP_SIGNALS", "Terminated", "install", "signals_raise", "terminated_finding"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# After a second stop signal the cleanup gets this long (more than the few seconds each child's
+# kill may take), then the process ends anyway.
+CLEANUP_BOUND_S = 15.0
+EXIT_TERMINATED = EXIT_CODES["env.terminated"]
 
 
 class Terminated(BaseException):
@@ -35,20 +44,58 @@ class Terminated(BaseException):
 
     @property
     def name(self) -> str:
-        try:
-            return signal.Signals(self.signum).name
-        except ValueError:
-            return f"signal {self.signum}"
+        return _name(self.signum)
 
 
-_state = {"stopping": False}
+class _State:
+    """The stop signals seen since ``install``/``signals_raise``; ``cancel`` stops an armed watchdog."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.again = 0
+        self.cancel = threading.Event()
+
+    def reset(self) -> None:
+        self.cancel.set()  # a watchdog of an earlier run (a library caller's) must not end this one
+        self.stopping, self.again, self.cancel = False, 0, threading.Event()
+
+
+_state = _State()
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _end_now(signum: int, why: str) -> None:
+    """End the process with the terminated exit code, without unwinding (os._exit: no handler,
+    no ``finally`` and no blocked call can hold it)."""
+    try:
+        os.write(2, f"terminated ({_name(signum)}): {why}; exiting now\n".encode())
+    except OSError:
+        pass
+    os._exit(EXIT_TERMINATED)
+
+
+def _watchdog(signum: int, bound_s: float, cancel: threading.Event) -> None:
+    if not cancel.wait(bound_s):
+        _end_now(signum, f"the cleanup did not finish within {bound_s:g}s of the second signal")
 
 
 def _handler(signum: int, frame: Any) -> None:
-    if _state["stopping"]:
-        return  # already unwinding: let the cleanup finish
-    _state["stopping"] = True
-    raise Terminated(signum)
+    if not _state.stopping:
+        _state.stopping = True
+        raise Terminated(signum)
+    # already unwinding: let the cleanup finish, but within a bound
+    _state.again += 1
+    if _state.again == 1:
+        args = (signum, CLEANUP_BOUND_S, _state.cancel)
+        threading.Thread(target=_watchdog, args=args, name="terminate-watchdog", daemon=True).start()
+    else:
+        _end_now(signum, "a third stop signal during the cleanup")
 
 
 def _ours() -> list[signal.Signals]:
@@ -60,7 +107,7 @@ def _ours() -> list[signal.Signals]:
 
 def install() -> None:
     """For a command line: from now on, SIGTERM and SIGHUP raise ``Terminated`` in the main thread."""
-    _state["stopping"] = False
+    _state.reset()
     for s in _ours():
         signal.signal(s, _handler)
 
@@ -71,7 +118,7 @@ def signals_raise() -> Iterator[None]:
     it runs in the main thread, unless the program installed its own handlers."""
     taken = _ours()
     if taken:
-        _state["stopping"] = False
+        _state.reset()
     for s in taken:
         signal.signal(s, _handler)
     try:
@@ -79,6 +126,8 @@ def signals_raise() -> Iterator[None]:
     finally:
         for s in taken:
             signal.signal(s, signal.SIG_DFL)
+        if taken:  # the cleanup ended within its bound: the caller's process goes on
+            _state.reset()
 
 
 def terminated_finding(exc: Terminated, phase: str, what: str) -> Finding:

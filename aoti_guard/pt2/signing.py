@@ -11,24 +11,35 @@ and appends manifest and signature together. ``sign_package`` signs a package th
 every hash matching), since signing asserts "this is what we built", so a damaged package is
 refused, not blessed. The signed file is written next to the original and swapped in with
 ``os.replace`` only after it verified, so a failure never leaves a half-written package.
+
+Races (issue 40): two keygens for one key, or two signs of one package, must not both say they
+succeeded while one result replaced the other. keygen holds an exclusive lock on the key's folder
+and takes new names with ``O_EXCL``; sign holds one on the package file (re-taken when the name
+was replaced between open and lock). The locks never wait: the command that finds one held
+signed or wrote nothing, and says so (exit 2). ``sign LINK`` signs the file the link names, in
+place: the link stays a link.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aoti_guard.pt2.writer import append_entries, entry_info, sha256_bytes
 from runtime_probe import layout
 from runtime_probe.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.escaping import for_terminal
 from runtime_probe.findings import has_errors
+from runtime_probe.output import write_atomic
 from runtime_probe.package.archive import open_archive
-from runtime_probe.report import write_atomic
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import ALGORITHM, PublicKey, SignatureEntry, key_id, read_key_file, read_signature, verify
 
@@ -102,11 +113,52 @@ class SignedManifest:
 
 @dataclass(frozen=True)
 class SignResult:
-    path: str
+    path: str  # the file that was signed (a link's target)
     key_id: str
     manifest_sha256: str
     replaced: str | None = None  # key id of the signature this one replaced
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)  # things to tell the user
+    link: str | None = None  # the symlink the caller named, when ``path`` is its target
+
+
+@contextlib.contextmanager
+def _exclusive(path: str, what: str, busy: str, hint: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (a folder, or the file itself) without waiting.
+
+    Another aoti-guard writing the same files holds it: this one raises UsageError(``busy``)
+    rather than wait and then overwrite what that one just reported. A file whose name was
+    replaced between our open and our lock (a sign that just finished) is locked again under the
+    inode the name names now: a lock on the old inode would guard nothing. ``what``: how a
+    message names ``path`` ("package", "folder").
+    """
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UsageError(f"no such {what}: {for_terminal(path)}", hint="check the path") from None
+        except OSError as exc:
+            raise UsageError(f"cannot open {for_terminal(path)} to lock it: {exc.strerror}", hint="check its permissions") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(busy, hint=hint) from None
+        except OSError as exc:
+            os.close(fd)
+            raise ToolError(
+                f"cannot lock {for_terminal(path)}: {exc.strerror}", hint="use a local file system that supports flock"
+            ) from None
+        try:
+            current = os.path.samestat(os.fstat(fd), os.stat(path))
+        except OSError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFiles:
@@ -128,22 +180,42 @@ def generate_key(path: str | os.PathLike[str], *, force: bool = False) -> KeyFil
         raise UsageError(f"folder {folder} does not exist", hint="create it first")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"cannot write in {folder}", hint="choose a writable folder for the key")
-    if not force:
-        for existing in (private_path, public_path):
-            if os.path.lexists(existing):
-                raise UsageError(
-                    f"{existing} already exists",
-                    hint="pass --force to replace it (packages signed with the old key will no longer verify with the new KEY.pub)",
-                )
-    key = ed25519.Ed25519PrivateKey.generate()
-    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    public_raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    # Each via a temp file with its mode set before the first byte: the private key is never
-    # readable by others, not even briefly.
-    write_atomic(private_path, private_pem, mode=0o600)
-    write_atomic(public_path, public_pem, mode=0o644)
+    busy = f"another aoti-guard keygen is writing a key in {for_terminal(folder)} right now: this one wrote nothing"
+    with _exclusive(
+        folder, "folder", busy, hint="run one keygen per key; if you meant to replace that key, rerun with --force once it is done"
+    ):
+        if not force:
+            for existing in (private_path, public_path):
+                if os.path.lexists(existing):
+                    raise _exists(existing)
+        key = ed25519.Ed25519PrivateKey.generate()
+        private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        public_pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        public_raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        # Each via a temp file with its mode set before the first byte: the private key is never
+        # readable by others, not even briefly. Without --force each name must be new (O_EXCL): a
+        # writer that is not a keygen (and so takes no lock) cannot be overwritten either, and
+        # the pair is only ever this run's.
+        try:
+            write_atomic(private_path, private_pem, mode=0o600, exclusive=not force)
+        except FileExistsError:
+            raise _exists(private_path) from None
+        try:
+            write_atomic(public_path, public_pem, mode=0o644, exclusive=not force)
+        except BaseException as exc:
+            if not force:  # the private key is this run's: never leave half a pair
+                _unlink(private_path)
+            if isinstance(exc, FileExistsError):
+                raise _exists(public_path) from None
+            raise
     return KeyFiles(private_path, public_path, key_id(public_raw))
+
+
+def _exists(path: str) -> UsageError:
+    return UsageError(
+        f"{for_terminal(path)} already exists",
+        hint="pass --force to replace it (packages signed with the old key will no longer verify with the new KEY.pub)",
+    )
 
 
 def _unlink(path: str) -> None:
@@ -203,14 +275,28 @@ def sign_manifest(manifest_bytes: bytes, key: SigningKey) -> SignedManifest:
 
 
 def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
-    """Sign the package at ``path`` in place (replacing an earlier signature).
+    """Sign the package at ``path`` in place (replacing an earlier signature). A symlink is
+    followed: the file it names is signed and replaced, the link stays as it was.
 
     Raises:
-        UsageError: no such file, or its folder is not writable.
+        UsageError: no such file, its folder is not writable, or another sign is signing it now.
         PackageRejected: the package fails its own archive checks (``.findings`` says which).
         ToolError: the signed file did not verify (a bug) or could not be written.
     """
-    fspath = os.fspath(path)
+    given = os.fspath(path)
+    # `sign LINK`: os.replace over the link would put a signed copy where the link was and leave
+    # the release it names unsigned; the target is what the user means to ship
+    link = given if os.path.islink(given) else None
+    target = os.path.realpath(given) if link else given
+    busy = f"another aoti-guard sign is signing {for_terminal(target)} right now: this one signed nothing"
+    with _exclusive(
+        target, "package", busy, hint="sign a package from one job; rerun this one once that one is done to replace its signature"
+    ):
+        return _sign_locked(target, key, link)
+
+
+def _sign_locked(fspath: str, key: SigningKey, link: str | None) -> SignResult:
+    """``sign_package`` while its lock is held: nothing else that signs can replace ``fspath``."""
     archive, findings = open_archive(fspath)  # UsageError for a missing file
     if archive is None:
         raise PackageRejected(f"refusing to sign {fspath}: it is not a usable package", findings)
@@ -240,10 +326,14 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
     except OSError as exc:
         raise UsageError(f"cannot write next to {fspath}: {exc.strerror}", hint="sign a copy in a writable folder") from None
     os.close(fd)
+    notes: tuple[str, ...] = ()
     try:
         _write_signed(fspath, tmp, f"{root}/{layout.SIGNATURE}", signed.entry, replace=replaced is not None)
         _verify_written(tmp, key)
-        os.chmod(tmp, stat.S_IMODE(os.stat(fspath).st_mode))
+        before = os.stat(fspath)
+        os.chmod(tmp, stat.S_IMODE(before.st_mode))
+        if before.st_nlink > 1:  # os.replace gives this name a new file; the other names keep the old one
+            notes = (f"{fspath} had {before.st_nlink - 1} other name(s) (hard links): they still name the unsigned file",)
         os.replace(tmp, fspath)
     except OSError as exc:
         _unlink(tmp)
@@ -251,7 +341,7 @@ def sign_package(path: str | os.PathLike[str], key: SigningKey) -> SignResult:
     except BaseException:
         _unlink(tmp)
         raise
-    return SignResult(fspath, key.key_id, signed.manifest_sha256, replaced)
+    return SignResult(fspath, key.key_id, signed.manifest_sha256, replaced, notes, link)
 
 
 def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: bool) -> None:
