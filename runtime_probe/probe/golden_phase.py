@@ -89,6 +89,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
     cases: list[tuple[str, dict[str, Any]]] = []
     stored: dict[str, str] = {}  # sample -> "full" | "compact"
     refused_files: set[str] = set()  # files whose data the reader refused: nothing more runs from them
+    bad: set[str] | None = set()  # whole samples whose records the golden file cannot serve (None: none can)
     if m is None or m.golden is None or not (m.golden.samples or m.golden.compact_samples) or shared.golden_path is None:
         findings.append(
             warning(
@@ -107,7 +108,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         else:
             cases, stored = _stored_cases(shared, dev, bad, findings)
     if shared.options.shapes is not None and shared.golden_path not in refused_files:
-        cases.append(("shapes", _shapes_case(shared, dev)))
+        cases.append(("shapes", _shapes_case(shared, dev, bad or set())))
     if shared.options.inputs is not None and m is not None:
         user_case, user_findings = _user_inputs(shared, dev)
         findings += user_findings
@@ -214,12 +215,12 @@ def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Findin
         )
         return _inputs_file_finding(exc)
     if data:  # the file is read whole: no later sample of it can run either
-        why = f"the golden file {entry} holds data the tensor reader refuses: {data}"
+        why = f"the golden file {entry} cannot be read as its records say: {data}"
         return _golden_records.invalid(None, why, phase="golden", entry=entry, expected="data its reader accepts", found=str(data))
     return None
 
 
-def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
+def _shapes_case(shared: Shared, dev: Device, bad: set[str]) -> dict[str, Any]:
     """--shapes: inputs at the sizes asked for, made in the child by the golden samples' generator
     from the first golden sample's values, checked against the contract before they run (a size
     outside it is a finding). A package whose samples were all over the cap (stored compact)
@@ -228,14 +229,17 @@ def _shapes_case(shared: Shared, dev: Device) -> dict[str, Any]:
     base: dict[str, Any] = {}
     unreadable = ""
     if m is not None and m.golden is not None and shared.golden_path is not None:
-        if m.golden.samples:
-            base = {"inputs": dict(m.golden.samples[0].inputs)}
+        first = next((s for s in m.golden.samples if s.id not in bad), None)  # a record the file can serve
+        if first is not None:
+            base = {"inputs": dict(first.inputs)}
         else:
             compact, problems = _golden_cases.compact_cases(m, shared.golden_path)
             if compact:
                 base = {"inputs": compact[0][1]["inputs"], "recipes": compact[0][1]["recipes"]}
             elif m.golden.compact_samples:
                 unreadable = " it can read (" + "; ".join(f.message for f in problems)[:300] + ")"
+            elif m.golden.samples:
+                unreadable = " it can read (each whole sample's record is golden.invalid)"
     if not base:
         raise UsageError(
             "--shapes generates inputs from the package's golden samples, and this package has none" + unreadable,

@@ -204,3 +204,20 @@ def test_an_inputs_file_the_reader_refuses_is_the_users_finding(tmp_path: Path) 
     assert [f.code for f in findings] == ["input.count"], findings
     assert findings[0].message.startswith(f"--inputs {inputs} cannot be read") and dev.replay is None
     assert "stored" not in worker.requests[-1]
+
+
+def test_shapes_takes_its_values_from_a_sample_whose_record_the_file_serves(tmp_path: Path) -> None:
+    from runtime_probe.probe.options import ProbeOptions
+    from runtime_probe.probe.phases import Device, Shared, golden_phase
+
+    broken = copy.deepcopy(SAMPLE) | {"inputs": {"x": "gone"}}
+    second = copy.deepcopy(SAMPLE) | {"id": "max"}
+    shared = Shared(str(tmp_path / "m.pt2"), ProbeOptions(shapes="x:2x16"), str(tmp_path), manifest=_manifest([broken, second]))
+    shared.archive = object()  # type: ignore[assignment]
+    shared.golden_path = _golden(tmp_path / "g.safetensors")
+    ok = {"outputs": {"output": {"passed": True, "nonfinite": 0}}}
+    worker = _Worker([ok, ok])
+    findings, _detail, _go_on = golden_phase(shared, Device("cpu", None, worker=worker))  # type: ignore[arg-type]
+    assert [f.code for f in findings] == ["golden.invalid"] and findings[0].evidence["sample"] == "example"
+    assert [r["sample"]["id"] for r in worker.requests] == ["max", "shapes"]
+    assert worker.requests[-1]["sample"]["inputs"] == {"x": "s0.in.x"}
