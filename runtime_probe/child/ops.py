@@ -517,13 +517,13 @@ def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:
     try:
         want = [s if isinstance(s, int) else _symexpr.compile_expr(s)(symbols) for s in stride]
     except (_symexpr.ExprError, KeyError, TypeError, ValueError, ArithmeticError):
-        return t  # a record without the sizes its layout needs: the contract check refuses the layout
+        return t  # a record without the sizes its layout needs: the stored layout stays (the probe's contract check judges it)
     if list(t.stride()) == want or t.numel() == 0:
         return t
     try:
         out = torch.empty_strided(tuple(t.shape), tuple(want), dtype=t.dtype)
         out.copy_(t)
-    except (RuntimeError, MemoryError):  # a negative or overlapping layout: the contract check refuses what runs
+    except (RuntimeError, MemoryError):  # a negative or overlapping layout from an edited record: as above
         return t
     return out
 
