@@ -108,6 +108,7 @@ CODES: dict[str, str] = {
     # golden
     "golden.mismatch": "An output differs from the recorded reference beyond its tolerance.",
     "golden.missing": "The package has no golden samples to check against.",
+    "golden.invalid": "A golden sample's stored data does not fit the package's own contract or cannot be read (an input the guarded loader refuses, a missing reference, BOOL bytes other than 0/1, a golden entry that is no tensor file): the package is inconsistent; the sample was not run, and nothing is escalated.",
     "golden.recipe_invalid": "A compact golden sample's record (recipe or digest) lies outside the contract or the size caps; it was not run.",
     "golden.recipe_mismatch": "A compact golden sample's inputs did not regenerate bit-exactly on this host; the sample was not checked.",
     # build

@@ -27,7 +27,7 @@ from typing import Any
 from runtime_probe.errors import UsageError
 from runtime_probe.output import STDOUT, is_stdout, same_path
 
-__all__ = ["STDOUT", "Paths", "Read", "Write", "probe_paths", "report_writes"]
+__all__ = ["STDOUT", "Paths", "Read", "Write", "name_in_folder", "plain_name", "plain_name_problem", "probe_paths", "report_writes"]
 
 
 @dataclass(frozen=True)
@@ -187,3 +187,67 @@ def merge(*parts: Paths | Iterable[Read]) -> Paths:
         else:
             reads += list(p)
     return Paths(tuple(reads), tuple(writes))
+
+
+# --- Names that become file names -------------------------------------------------------------
+# A name read from a package, a manifest or a caller (a golden sample's id, a model's name, a
+# user sample's file stem) becomes a file name only through these two functions: the checking
+# one refuses (the caller turns the reason into a finding), the deriving one makes a name the
+# first accepts. Letters, digits, '_', '.' and '-' only: no separator, no '..', no control or
+# look-alike character; no leading '.' (a hidden file, '.', '..') or '-' (an option to the tool
+# that is handed the file); bounded, so a prefix and a suffix still fit a file system's 255 bytes.
+
+MAX_NAME = 128
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def plain_name_problem(name: str) -> str | None:
+    """Why ``name`` may not become a file name inside a folder; None when it may.
+
+    The reason reads after the name: ``'../x' holds a path separator``.
+    """
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if len(name) > MAX_NAME:
+        return f"is {len(name)} characters long (at most {MAX_NAME})"
+    if "/" in name or "\\" in name:
+        return "holds a path separator"
+    if not name.isprintable():
+        return "holds a control character"
+    if name[0] == ".":
+        return "starts with a dot"
+    if name[0] == "-":
+        return "starts with a dash (a command would take it for an option)"
+    bad = next((c for c in name if c not in _NAME_CHARS), None)
+    if bad is not None:
+        return f"holds {bad!a} (a file name takes letters, digits, '_', '.' and '-' only)"
+    return None
+
+
+def plain_name(text: str, fallback: str, *, limit: int = MAX_NAME) -> str:
+    """``text`` made into a name ``plain_name_problem`` accepts: each run of other characters
+    becomes '_', '.', '_' and '-' at either end go, at most ``limit`` characters; ``fallback``
+    (itself plain) when nothing is left."""
+    out: list[str] = []
+    for c in text:
+        if c in _NAME_CHARS:
+            out.append(c)
+        elif not out or out[-1] != "_":
+            out.append("_")
+    name = "".join(out).strip("._-")[: min(limit, MAX_NAME)].rstrip("._-")
+    return name if name and plain_name_problem(name) is None else fallback
+
+
+def name_in_folder(folder: str, name: str, *, prefix: str = "", suffix: str = "") -> str:
+    """``folder/PREFIX NAME SUFFIX`` for a ``name`` that passed ``plain_name_problem``, never a path
+    outside ``folder``. ``prefix`` and ``suffix`` are the caller's own plain text (``cuda0.``,
+    ``.inputs.safetensors``).
+
+    Raises:
+        ValueError: ``name`` is not plain. Callers refuse such names earlier (the manifest's rules
+            refuse a golden sample id that is not plain): reaching this is a bug of our own.
+    """
+    why = plain_name_problem(name)
+    if why is not None:
+        raise ValueError(f"the file name {name[:80]!r} {why}")
+    return os.path.join(folder, prefix + name + suffix)

@@ -15,7 +15,6 @@ are, never as a recipe.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -23,18 +22,19 @@ from typing import Any
 from aoti_guard.builder.validate.golden import Sample
 from runtime_probe.errors import InputContractError, UsageError
 from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.golden.records import PROBE_RUNS
 from runtime_probe.guard.env import Env
 from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.shape_guards import compile_guards
 from runtime_probe.guard.values import with_value_check
 from runtime_probe.package.manifest import InputSpec, IOContract
+from runtime_probe.paths import plain_name
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, check_names, read_inputs_header
 
 __all__ = ["check_sources", "load_user_samples"]
 
 # The ids the build and the probe give samples of their own: a user sample never takes one.
-_RESERVED = frozenset({"example", "min", "max", "mid", "inputs", "shapes"})
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_RESERVED = frozenset({"example", "min", "max", "mid", *PROBE_RUNS})
 _MAX_ID = 40
 
 
@@ -166,7 +166,7 @@ def _sample_id(source: Any, i: int, taken: set[str]) -> str:
     else:
         stem = os.path.basename(os.fspath(source))
         stem = stem[: -len(".safetensors")] if stem.endswith(".safetensors") else os.path.splitext(stem)[0]
-        base = _UNSAFE.sub("_", stem).strip("._")[:_MAX_ID] or f"user{i + 1}"
+        base = plain_name(stem, f"user{i + 1}", limit=_MAX_ID)  # the one rule for names that become file names
         if base in _RESERVED:
             base = f"user-{base}"[:_MAX_ID]
     candidate, n = base, 2

@@ -28,6 +28,7 @@ class State:
     def __init__(self) -> None:
         self.models: dict[str, Any] = {}
         self.tensor_files: dict[str, dict[str, Any]] = {}
+        self.checkers: dict[tuple[str, str], Any] = {}  # (package, device) -> the guard's checks of its stored inputs
 
 
 def _dist_version(name: str) -> str | None:
@@ -215,6 +216,7 @@ def op_run(
     equal_nan: bool = False,
     input_device: str | None = None,
     contract_from: str | None = None,
+    stored: bool = False,
     iterations: int = 1,
     save_inputs_path: str | None = None,
     warmup: int = 0,
@@ -224,7 +226,11 @@ def op_run(
     """Run one sample through a loaded model and compare with the references it stores.
 
     ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
-    ``contract_from`` (the package path) checks them against its contract first, by name.
+    ``contract_from`` (the package path) checks them against its contract first, by name;
+    ``stored``: the inputs are the package's own golden samples, checked by leaf name with the
+    value ranges (``_stored_contract_error``). A refusal is ``contract_error`` in the reply, and
+    data the file's reader refuses (BOOL bytes other than 0/1, not a safetensors file, a missing
+    tensor) is ``data_error``: neither runs the model, and neither is a failure of it.
     ``iterations`` > 1 or ``duration_s``: after the judged run and ``warmup`` untimed calls, time
     at least ``iterations`` calls and at least ``duration_s`` seconds (``latency_ms``: latency.py).
     ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
@@ -235,17 +241,23 @@ def op_run(
     """
     import torch
 
-    tensors = _tensors(state, golden_path)
+    try:
+        tensors = _tensors(state, golden_path)
+    except _safetensors.SafetensorsError as exc:
+        return {"data_error": str(exc)[:500]}
     # a compact sample's generated inputs, made again from their recipes (runtime_probe/golden)
     made, refused = _golden_cases.regenerate(sample, tensors) if sample.get("recipes") else ({}, None)
     if refused is not None:
         return refused
     # each tensor input's values: stored in the golden file, or made again from its recipe
-    values = {
-        spec["name"]: made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
-        for spec in inputs
-        if spec["kind"] == "tensor"
-    }
+    try:
+        values = {
+            spec["name"]: made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
+            for spec in inputs
+            if spec["kind"] == "tensor"
+        }
+    except KeyError as exc:  # the parent checks the records first (golden/records.py): a record it missed
+        return {"data_error": f"the sample's record names no stored tensor for {str(exc)[:200]}"}
     if resize:
         values |= _resized(values, resize, contract_from)
     leaves: list[Any] = []
@@ -259,7 +271,10 @@ def op_run(
         _safetensors.dump({k: v.detach().to("cpu").contiguous() for k, v in named.items()}, save_inputs_path)
     spec = _treespec.load(in_spec)
     if contract_from is not None:
-        refused = _contract_error(contract_from, device, leaves, spec, in_spec)
+        if stored:
+            refused = _stored_contract_error(state, contract_from, device, leaves)
+        else:
+            refused = _contract_error(contract_from, device, leaves, spec, in_spec)
         if refused is not None:
             return {"contract_error": refused}
     model = state.models[key]
@@ -345,14 +360,44 @@ def _contract_error(package: str, device: str, leaves: list[Any], spec: Any, in_
     try:
         _checker(package, device).check(*args, **kwargs)
     except InputContractError as exc:
-        return {
-            "code": exc.code,
-            "argument": exc.argument,
-            "message": exc.message,
-            "expected": exc.expected,
-            "found": exc.found,
-            "hint": exc.hint,
-        }
+        return _refusal(exc)
+    return None
+
+
+def _refusal(exc: Any) -> dict[str, Any]:
+    """An InputContractError as the reply's ``contract_error``."""
+    return {
+        "code": exc.code,
+        "argument": exc.argument,
+        "message": exc.message,
+        "expected": exc.expected,
+        "found": exc.found,
+        "hint": exc.hint,
+    }
+
+
+def _stored_contract_error(state: State, package: str, device: str, leaves: list[Any]) -> dict[str, Any] | None:
+    """The guarded loader's verdict on a golden sample's stored inputs (None: they pass), before
+    the model runs: a package whose golden data breaks its own contract would pass here while
+    ``runtime_probe.load()`` refuses every such call. Its input checks with the value ranges (an id
+    outside its table is undefined behaviour in native code), each argument given by its leaf names,
+    so no library type of the input structure is needed (the run itself takes the flat leaves)."""
+    from runtime_probe.errors import InputContractError
+
+    key = (package, device)
+    if key not in state.checkers:
+        state.checkers[key] = _checker(package, device, stored=True)
+    checker = state.checkers[key]
+    by_param: dict[str, Any] = {}
+    for spec, leaf in zip(checker.manifest.io.inputs, leaves):
+        if spec.name == spec.param:
+            by_param[spec.param] = leaf
+        else:
+            by_param.setdefault(spec.param, {})[spec.name] = leaf
+    try:
+        checker.check(**{name: by_param[name] for name in checker.param_names if name in by_param})
+    except InputContractError as exc:
+        return _refusal(exc)
     return None
 
 
@@ -382,8 +427,10 @@ def _latency(call: Any, device: str, iterations: int, warmup: int = 0, duration_
     return summarize(times, time.perf_counter() - begun, warmup=warmup)
 
 
-def _checker(package: str, device: str) -> Any:
-    """The guarded loader's input checks for ``package`` (one --inputs run per probe: not cached)."""
+def _checker(package: str, device: str, *, stored: bool = False) -> Any:
+    """The guarded loader's input checks for ``package`` (one --inputs run per probe: not cached).
+    ``stored``: for the golden samples, with value ranges and without the generated fast path
+    (each sample is checked once; the diagnosing path alone costs far less to build)."""
     import torch
 
     from runtime_probe.guard.inputs import InputChecker
@@ -391,7 +438,7 @@ def _checker(package: str, device: str) -> Any:
     manifest = _read_manifest(package)
     if manifest is None:
         raise RuntimeError(f"cannot reopen {package}")
-    return InputChecker(manifest, torch.device(device))
+    return InputChecker(manifest, torch.device(device), check_values=stored, no_fast_path=stored)
 
 
 def _read_manifest(package: str) -> Any:
@@ -469,12 +516,15 @@ def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:
         return t
     try:
         want = [s if isinstance(s, int) else _symexpr.compile_expr(s)(symbols) for s in stride]
-    except _symexpr.ExprError:
-        return t
+    except (_symexpr.ExprError, KeyError, TypeError, ValueError, ArithmeticError):
+        return t  # a record without the sizes its layout needs: the stored layout stays (the probe's contract check judges it)
     if list(t.stride()) == want or t.numel() == 0:
         return t
-    out = torch.empty_strided(tuple(t.shape), tuple(want), dtype=t.dtype)
-    out.copy_(t)
+    try:
+        out = torch.empty_strided(tuple(t.shape), tuple(want), dtype=t.dtype)
+        out.copy_(t)
+    except (RuntimeError, MemoryError):  # a negative or overlapping layout from an edited record: as above
+        return t
     return out
 
 

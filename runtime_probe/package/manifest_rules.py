@@ -16,16 +16,17 @@ from collections.abc import Iterator
 from runtime_probe import layout
 from runtime_probe.findings import Finding, error
 from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.golden.records import id_problems as golden_id_problems
 from runtime_probe.package.archive import Archive, unsafe_name
 from runtime_probe.package.manifest import Dim, Manifest, TensorSpec
 from runtime_probe.package.wrapper import wrapper_facts
+from runtime_probe.paths import plain_name_problem
 
 __all__ = ["check_manifest"]
 
 PHASE = "archive"
 MAX_PROBLEMS = 20  # a hostile manifest can hold millions of bad values; say enough to act on
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 # torch dtype names as ``str(dtype)`` prints them without "torch.": float32, bfloat16, int64,
 # uint8, complex64, float8_e4m3fn, qint8, bool... (looked up with getattr on torch).
 _DTYPE = re.compile(r"^(bool|(float|bfloat|int|uint|complex|qint|quint|bits)[0-9][0-9a-z_]{0,30})$")
@@ -51,8 +52,9 @@ def check_manifest(manifest: Manifest, archive: Archive) -> list[Finding]:
 
 
 def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
-    if not _SAFE_NAME.match(m.model_name) or m.model_name in (".", ".."):
-        yield f"names the model {m.model_name[:80]!r}, which is not a plain name"
+    why = plain_name_problem(m.model_name)  # the loader's folder data/aotinductor/NAME/
+    if why is not None:
+        yield f"names the model {m.model_name[:80]!r}, which is not a plain name: it {why}"
     elif m.model_name not in archive.models():
         yield f"names the model {m.model_name!r}, which the archive does not hold"
     if m.target.device_type not in _DEVICE_TYPES:
@@ -82,6 +84,8 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
         elif g.entry not in m.hashes:
             yield f"points to golden samples in {g.entry!r} without recording their hash"
+        # a sample id names its files (--save-inputs) and its report lines: the one rule for such names
+        yield from golden_id_problems(g)
         inputs = {i.name for i in m.io.inputs}
         outputs = set(m.output_names())
         for s in g.samples:
@@ -103,8 +107,9 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
     twin = m.twin
     if twin is not None:
         prefix = twin.entry_prefix
-        if not _SAFE_NAME.match(twin.model_name) or twin.model_name in (".", ".."):
-            yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name"
+        why = plain_name_problem(twin.model_name)
+        if why is not None:
+            yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name: it {why}"
         if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
             yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
         else:

@@ -27,6 +27,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.formats.safetensors import tensor_bytes
 from runtime_probe.package.archive import open_archive
+from runtime_probe.paths import name_in_folder, plain_name
 from runtime_probe.torch_compat import TorchCompatError, container_runner
 
 __all__ = ["ReleaseConstantsError", "release_constant_digests", "release_so", "share_release_constants"]
@@ -46,7 +47,7 @@ def release_so(package_path: str, model_name: str, dest_dir: str) -> str:
         chosen = layout.model_library(sorted(e.rel for e in archive.under(prefix) if "/" not in e.rel[len(prefix) :]))
         if chosen is None:
             raise ReleaseConstantsError(f"the package has no release .so under {prefix}")
-        path = os.path.join(dest_dir, os.path.basename(chosen))
+        path = name_in_folder(dest_dir, plain_name(os.path.basename(chosen), "model.so"))  # an entry's name, made plain
         with open(path, "wb") as out:
             for chunk in archive.iter_chunks(chosen):
                 out.write(chunk)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 from runtime_probe import layout
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.paths import name_in_folder, plain_name
 
 __all__ = ["materialize_twin", "twin_constants_from"]
 
@@ -21,7 +20,8 @@ def materialize_twin(archive: Archive, manifest: Manifest, dest_dir: str) -> str
     pairs = [(e.rel, layout.model_dir(twin.model_name) + e.rel[len(prefix) :]) for e in archive.under(prefix)]
     if not pairs:
         return None
-    path = os.path.join(dest_dir, f"{archive.root}.pt2")
+    # the archive's root folder names the file (torch's loader reads the root inside the zip, not the name)
+    path = name_in_folder(dest_dir, plain_name(archive.root, "twin"), suffix=".pt2")
     archive.extract_entries(pairs, path)
     return path
 

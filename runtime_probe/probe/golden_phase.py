@@ -1,0 +1,350 @@
+"""The probe's golden phase: every recorded sample run and judged within its tolerance, then
+``--shapes`` and ``--inputs``.
+
+Before a sample runs, its record and its data are checked as the package's own: the records
+against the golden file's header here (runtime_probe/golden/records.py), the stored inputs through
+the guarded loader's input checks in the child (child/ops.py). Data that fails them is a package
+finding (``golden.invalid``), never a run error, and is not escalated: the model did not run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from runtime_probe.child.worker import ChildFailure, ChildRaised
+from runtime_probe.errors import UsageError
+from runtime_probe.findings import Finding, error, has_errors, warning
+from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.golden import cases as _golden_cases
+from runtime_probe.golden import records as _golden_records
+from runtime_probe.ladder.steps import Replay
+from runtime_probe.package.manifest import Manifest
+from runtime_probe.paths import name_in_folder, probe_paths
+from runtime_probe.probe.input_values import name_the_index, value_range_findings
+from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
+from runtime_probe.probe.shapes import parse_shapes, resolve_shapes
+from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
+
+__all__ = ["golden_phase"]
+
+
+def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str, Any], *, user: bool) -> dict[str, Any]:
+    m = shared.manifest
+    assert m is not None
+    tolerances = (
+        {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
+    )
+    inputs = [
+        {"name": i.name, "kind": i.kind, "value": i.value, "stride": list(i.tensor.stride) if i.tensor else None} for i in m.io.inputs
+    ]
+    args: dict[str, Any] = {
+        "golden_path": golden_path,
+        "sample": dict(sample),
+        "inputs": inputs,
+        "in_spec": m.io.in_spec,
+        "outputs": [o.name for o in m.io.outputs if o.tensor is not None],  # the runner returns tensors only
+        "device": dev.device,
+        "tolerances": tolerances,
+    }
+    if user:
+        args.update(input_device=shared.options.inputs_device or dev.device, contract_from=os.path.abspath(shared.path))
+    else:  # the package's own data, through the guarded loader's checks before it runs (child/ops.py)
+        args.update(contract_from=os.path.abspath(shared.path), stored=True)
+    return args
+
+
+def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The failing run's arguments for the ladder's children. The contract check is dropped: it
+    passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
+    timing = ("iterations", "warmup", "duration_s")  # "resize" stays: the replay needs the same sizes
+    return {k: v for k, v in args.items() if k not in ("contract_from", "stored", *timing, "save_path", "save_inputs_path")}
+
+
+def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
+    """--iterations and --save-inputs/--save-outputs for one run (a section per device: its label
+    goes into the file name with --all-devices)."""
+    opts = shared.options
+    prefix = "" if not opts.all_devices else f"{dev.device.replace(':', '')}."
+    timed = opts.iterations > 1 or opts.duration_s is not None
+    out: dict[str, Any] = {"iterations": opts.iterations, "warmup": opts.warmup, "duration_s": opts.duration_s} if timed else {}
+    rule = probe_paths(shared.source, vars(opts), reports=False)  # the path rule, asked again for each file
+    # a sample id is a plain name (the manifest's rules refuse any other): never a path outside the folder
+    if opts.save_inputs is not None:
+        out["save_inputs_path"] = name_in_folder(opts.save_inputs, sample_id, prefix=prefix, suffix=".inputs.safetensors")
+        rule.check_file("--save-inputs", out["save_inputs_path"])
+    if opts.save_outputs is not None:
+        out["save_path"] = name_in_folder(opts.save_outputs, sample_id, prefix=prefix, suffix=".outputs.safetensors")
+        rule.check_file("--save-outputs", out["save_path"])
+    return out
+
+
+def golden_phase(shared: Shared, dev: Device) -> Phase:
+    assert dev.worker is not None and shared.archive is not None
+    m = shared.manifest
+    findings: list[Finding] = []
+    runs: list[dict[str, Any]] = []
+    cases: list[tuple[str, dict[str, Any]]] = []
+    stored: dict[str, str] = {}  # sample -> "full" | "compact"
+    refused_files: set[str] = set()  # files whose data the reader refused: nothing more runs from them
+    bad: set[str] | None = set()  # whole samples whose records the golden file cannot serve (None: none can)
+    if m is None or m.golden is None or not (m.golden.samples or m.golden.compact_samples) or shared.golden_path is None:
+        findings.append(
+            warning(
+                "golden.missing",
+                "golden",
+                "the package has no golden samples: outputs were not checked",
+                hint="build with aoti-guard build (and a golden size cap that fits the samples)",
+            )
+        )
+    else:
+        # the records against the golden file's header, before any child reads it (golden/records.py)
+        problems, bad = _golden_records.file_findings(m, shared.golden_path, "golden")
+        findings += problems
+        if bad is None:
+            refused_files.add(shared.golden_path)
+        else:
+            cases, stored = _stored_cases(shared, dev, bad, findings)
+    if shared.options.shapes is not None and shared.golden_path not in refused_files:
+        cases.append(("shapes", _shapes_case(shared, dev, bad or set())))
+    if shared.options.inputs is not None and m is not None:
+        user_case, user_findings = _user_inputs(shared, dev)
+        findings += user_findings
+        if user_case is not None:
+            cases.append(("inputs", user_case))
+    for sample_id, args in cases:
+        if args["golden_path"] in refused_files:
+            continue
+        try:
+            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
+        except ChildFailure as exc:
+            what = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            findings.append(child_finding(exc, f"running {what}", "run", shared))
+            if sample_id == "inputs" and findings[-1].code == "run.device_assert":
+                findings[-1] = _named_index(shared, findings[-1])
+            if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
+                dev.replay = Replay("run", replay_kind(exc), _replay_args(args), sample=what)
+            if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
+                continue  # the child lives on; a CUDA error poisons the context, so stop there
+            break
+        refusal = _refusal(shared, sample_id, reply)  # the model did not run: never a replay
+        if refusal is not None:
+            findings.append(refusal)
+            if reply.get("data_error"):
+                refused_files.add(args["golden_path"])
+            continue
+        unchecked = _golden_cases.reply_findings(sample_id, reply)  # a compact sample that could not run
+        if unchecked:
+            findings += unchecked
+            continue
+        runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
+        if sample_id in stored:
+            runs[-1]["stored"] = stored[sample_id]
+        if reply.get("latency_ms"):
+            runs[-1]["latency_ms"] = reply["latency_ms"]
+        new = _judge(sample_id, reply, shared.manifest)
+        findings += new
+        if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
+            kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
+            shown = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            dev.replay = Replay("run", kind, _replay_args(args), sample=shown)
+    detail: dict[str, Any] = {"runs": runs, "compared": dev.golden_valid}
+    detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in runs if "stored" in r]
+    if not cases and not has_errors(findings):  # nothing ran: not "passed"
+        detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
+    return findings, detail, True
+
+
+def _stored_cases(
+    shared: Shared, dev: Device, bad: set[str], findings: list[Finding]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+    """The package's own samples to run (whole ones whose records passed, then compact ones whose
+    recipes did; ``findings`` gets the compact refusals) and how each is stored."""
+    m = shared.manifest
+    assert m is not None and m.golden is not None and shared.golden_path is not None
+    samples = [s for s in m.golden.samples if s.id not in bad]
+    samples = samples[:1] if shared.options.fast else samples
+    compact, invalid = _golden_cases.compact_cases(m, shared.golden_path)  # checked before any child allocates
+    findings += invalid
+    compact = compact[: 0 if samples else 1] if shared.options.fast else compact
+    stored = {s.id: "full" for s in samples} | {sid: "compact" for sid, _ in compact}
+    cases = [
+        (
+            s.id,
+            _run_args(
+                shared, dev, shared.golden_path, {"id": s.id, "inputs": s.inputs, "outputs": s.outputs, "symbols": s.symbols}, user=False
+            ),
+        )
+        for s in samples
+    ]
+    cases += [(sid, _run_args(shared, dev, shared.golden_path, sample, user=False)) for sid, sample in compact]
+    return cases, stored
+
+
+def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Finding | None:
+    """The finding for a run the child refused before the model ran (None: it ran). The package's
+    own data is a package finding (``golden.invalid``); the user's --inputs or --shapes, theirs."""
+    m = shared.manifest
+    assert m is not None
+    entry = m.golden.entry if m.golden is not None else None
+    ce, data = reply.get("contract_error"), reply.get("data_error")
+    if ce and sample_id not in _golden_records.PROBE_RUNS:
+        why = f"its stored inputs break the package's own contract: {ce['message']}"
+        return _golden_records.invalid(
+            sample_id, why, phase="golden", entry=entry, argument=ce.get("argument"), expected=ce.get("expected"), found=ce.get("found")
+        )
+    if ce:
+        return error(
+            ce["code"],
+            "golden",
+            f"{'--shapes' if sample_id == 'shapes' else '--inputs'}: {ce['message']}",
+            expected=ce.get("expected"),
+            found=ce.get("found"),
+            hint=ce.get("hint") or "the inputs break the package's contract; runtime_probe.load() rejects them the same way",
+            evidence={"argument": ce.get("argument")},
+        )
+    if data and sample_id == "inputs":
+        assert shared.options.inputs is not None
+        exc = InputsFileError(
+            f"--inputs {shared.options.inputs} cannot be read: {str(data)[:300]}",
+            expected="a safetensors file its reader accepts",
+            found="data the reader refuses",
+            hint=WRITE_HINT,
+        )
+        return _inputs_file_finding(exc)
+    if data:  # the file is read whole: no later sample of it can run either
+        why = f"the golden file {entry} cannot be read as its records say: {data}"
+        return _golden_records.invalid(None, why, phase="golden", entry=entry, expected="data its reader accepts", found=str(data))
+    return None
+
+
+def _shapes_case(shared: Shared, dev: Device, bad: set[str]) -> dict[str, Any]:
+    """--shapes: inputs at the sizes asked for, made in the child by the golden samples' generator
+    from the first golden sample's values, checked against the contract before they run (a size
+    outside it is a finding). A package whose samples were all over the cap (stored compact)
+    gives its first compact sample: the child makes its inputs again from their recipes first."""
+    m = shared.manifest
+    base: dict[str, Any] = {}
+    unreadable = ""
+    if m is not None and m.golden is not None and shared.golden_path is not None:
+        first = next((s for s in m.golden.samples if s.id not in bad), None)  # a record the file can serve
+        if first is not None:
+            base = {"inputs": dict(first.inputs)}
+        else:
+            compact, problems = _golden_cases.compact_cases(m, shared.golden_path)
+            if compact:
+                base = {"inputs": compact[0][1]["inputs"], "recipes": compact[0][1]["recipes"]}
+            elif m.golden.compact_samples:
+                unreadable = " it can read (" + "; ".join(f.message for f in problems)[:300] + ")"
+            elif m.golden.samples:
+                unreadable = " it can read (each whole sample's record is golden.invalid)"
+    if not base:
+        raise UsageError(
+            "--shapes generates inputs from the package's golden samples, and this package has none" + unreadable,
+            hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
+        )
+    assert m is not None and shared.golden_path is not None  # base is only set when both are
+    sizes, symbols = resolve_shapes(parse_shapes(shared.options.shapes or ""), m.io.inputs)
+    sample = {"id": "shapes", "outputs": {}, "symbols": symbols, **base}
+    args = _run_args(shared, dev, shared.golden_path, sample, user=True)
+    args["resize"] = sizes
+    return args
+
+
+def _user_inputs(shared: Shared, dev: Device) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """The --inputs file as one more sample, after checking its tensor names (header only)."""
+    assert shared.manifest is not None and shared.options.inputs is not None
+    try:  # the one reader of a file of named inputs (build --samples reads its files with it too)
+        header, extra = read_inputs_header(shared.options.inputs, shared.manifest.io.tensor_inputs(), f"--inputs {shared.options.inputs}")
+    except InputsFileError as exc:
+        return None, [_inputs_file_finding(exc)]
+    names = [i.name for i in shared.manifest.io.tensor_inputs()]
+    findings = [warning("input.count", "golden", f"--inputs has tensors the model does not take: {', '.join(extra)}")] if extra else []
+    values = value_range_findings(shared.options.inputs, header, shared.manifest.io.tensor_inputs(), "golden")
+    if values:
+        return None, findings + values  # never hand native code an index outside its table
+    sample = {"id": "inputs", "inputs": {n: n for n in names}, "outputs": {}, "symbols": {}}
+    return _run_args(shared, dev, os.path.abspath(shared.options.inputs), sample, user=True), findings
+
+
+def _inputs_file_finding(exc: InputsFileError) -> Finding:
+    """An --inputs file the probe cannot use, as its finding."""
+    evidence = {"argument": exc.argument} if exc.argument is not None else {}
+    return error("input.count", "golden", exc.message, expected=exc.expected, found=exc.found, hint=exc.hint, evidence=evidence)
+
+
+def _named_index(shared: Shared, finding: Finding) -> Finding:
+    """A device assert on a table's bounds, with the --inputs value that broke them named."""
+    assert shared.manifest is not None and shared.options.inputs is not None
+    try:
+        header = _safetensors.read_header(shared.options.inputs)
+        named = name_the_index(finding.found or "", shared.options.inputs, header, shared.manifest.io.tensor_inputs())
+    except (_safetensors.SafetensorsError, OSError):
+        named = None
+    if named is None:
+        return finding
+    return replace(finding, message=f"{named} ({finding.message})", evidence={**finding.evidence, "named": named})
+
+
+def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list[Finding]:
+    findings: list[Finding] = []
+    if "count_mismatch" in reply:
+        cm = reply["count_mismatch"]
+        findings.append(
+            error(
+                "golden.mismatch",
+                "golden",
+                f"sample {sample_id}: the model returned {cm['found']} output(s)",
+                expected=str(cm["expected"]),
+                found=str(cm["found"]),
+                hint="the package does not match its manifest",
+            )
+        )
+    for name, st in (reply.get("outputs") or {}).items():
+        if st.get("nonfinite") and not st.get("ref_nonfinite"):
+            findings.append(
+                error(
+                    "run.nonfinite",
+                    "golden",
+                    f"sample {sample_id}: output {name!r} holds {st['nonfinite']} NaN/Inf value(s)"
+                    + ("; the reference has none" if sample_id != "inputs" else ""),
+                    expected="finite values",
+                    found=f"{st['nonfinite']} non-finite",
+                    hint="the escalate phase runs the debug twin to name the first kernel that produces it",
+                    evidence={"sample": sample_id, "output": name},
+                )
+            )
+            continue
+        if st.get("passed") is False:
+            if st.get("reason") in ("shape", "dtype"):
+                findings.append(
+                    error(
+                        "golden.mismatch",
+                        "golden",
+                        f"sample {sample_id}: output {name!r} has the wrong {st['reason']}",
+                        expected=str(st.get("expected")),
+                        found=str(st.get("found")),
+                        hint="the package does not match its manifest",
+                    )
+                )
+                continue
+            tol = m.tolerance_for(name) if m is not None else None
+            findings.append(
+                error(
+                    "golden.mismatch",
+                    "golden",
+                    f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)"
+                    + _golden_cases.stats_words(st),
+                    expected=f"|out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|" if tol else "within tolerance",
+                    found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
+                    hint="the package computes different results on this host: check the host findings (arch, torch)",
+                    evidence={
+                        "sample": sample_id,
+                        "output": name,
+                        **{k: st.get(k) for k in ("max_abs", "max_rel", "atol", "rtol", "mismatched", "worst_index")},
+                    },
+                )
+            )
+    return findings
