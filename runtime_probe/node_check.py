@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shlex
 import signal
 import subprocess
@@ -40,6 +39,7 @@ from typing import Any
 
 from runtime_probe.child.isolation import child_environment, python_argv
 from runtime_probe.output import write_atomic
+from runtime_probe.paths import plain_name
 
 __all__ = ["NO_VERDICT_KIND", "main", "node_name", "report_file_name", "run"]
 
@@ -103,10 +103,9 @@ def node_name(given: str | None = None) -> str:
 
 
 def report_file_name(node: str) -> str:
-    """The node's report file: its name with anything but [A-Za-z0-9._-] replaced (a hostile
-    node name must not write outside the folder)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", node)[:120].lstrip(".") or "node"
-    return f"{safe}.json"
+    """The node's report file: its name made plain by the one file-name rule
+    (``paths.plain_name``), so that a hostile node name cannot write outside the folder."""
+    return f"{plain_name(node, 'node', limit=120)}.json"
 
 
 def _probe(package: str, probe_args: Sequence[str], work: str, timeout_s: float, stop: _Stop) -> tuple[int | None, str, str]:

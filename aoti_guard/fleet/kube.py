@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from aoti_guard.fleet.k8s import CONTAINER, RUN_LABEL
 from aoti_guard.fleet.slurm import Runner, run_command
 from runtime_probe.errors import ToolError
 from runtime_probe.output import write_atomic
+from runtime_probe.paths import plain_name
 
 __all__ = ["apply", "collect", "get_nodes", "wait"]
 
@@ -97,7 +97,7 @@ def wait(namespace: str, run_id: str, daemonset: bool, timeout_s: float, runner:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:120].lstrip(".") or "pod"
+    return plain_name(name, "pod", limit=120)
 
 
 def collect(namespace: str, run_id: str, out_dir: str, runner: Runner = run_command) -> list[str]:

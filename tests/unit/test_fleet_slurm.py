@@ -60,7 +60,7 @@ def test_cli_writes_the_scripts_without_submitting(tmp_path: Path, capsys: pytes
 
 
 def test_node_check_names_files_safely_and_npd_lines_fit() -> None:
-    assert node_check.report_file_name("../../etc/passwd") == "_.._etc_passwd.json"
+    assert node_check.report_file_name("../../etc/passwd") == "etc_passwd.json"  # paths.plain_name
     assert node_check.report_file_name("gpu-01.cluster") == "gpu-01.cluster.json"
     fail = {"phases": [{"findings": [{"severity": "error", "code": "env.arch_mismatch"}, {"severity": "error", "code": "load.error"}]}]}
     line = node_check._npd_line(1, "/m/model.pt2", fail)
