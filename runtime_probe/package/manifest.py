@@ -48,7 +48,11 @@ __all__ = [
 # (a 1.4 reader ignores it: its twin asserts on the first NaN/Inf, a printer twin it reads as names only)
 # 1.6: ConstantSpec.runtime_fqn (a 1.5 reader ignores it and expects the program's name: it
 # reports a renamed constant as unexpected, as every 1.5 probe did)
-MANIFEST_SCHEMA_VERSION = "1.6"
+# 1.7: ConstantSpec.in_state_dict and tied_with (a 1.6 reader ignores them and asks a weights file
+# for every package constant, as every 1.6 probe did: a state_dict() file of a model with a
+# non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
+# (a 1.6 reader ignores the entry and asks the weights for those constants)
+MANIFEST_SCHEMA_VERSION = "1.7"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -217,6 +221,14 @@ class ConstantSpec:
     # since 1.6: the name the loaded model lists (get_constant_fqns) when the compiler renamed it:
     # a plain tensor attribute ``offset`` is ``_tensor_constant0`` in the package (paired by value)
     runtime_fqn: str | None = None
+    # since 1.7: whether the model's state_dict() holds it (False: a non-persistent buffer such as
+    # a rotary inv_freq, or a lifted tensor constant: no checkpoint file has it, the package's
+    # value stays); None: not recorded (an older build), every package constant is asked for
+    in_state_dict: bool | None = None
+    # since 1.7: the other FQNs of the same tensor (tied weights: lm_head.weight and
+    # embed_tokens.weight); the package keeps one of them, and a checkpoint that holds any one of
+    # the names gives it (save_pretrained drops the tied copy)
+    tied_with: tuple[str, ...] = ()
 
     @property
     def loaded_name(self) -> str:
@@ -359,6 +371,10 @@ class Manifest:
     # debug_twin: a 1.2 reader ignores this key and sees no twin, where under debug_twin it would
     # load the twin without its constants and crash on the first call.
     debug_twin_without_weights: TwinInfo | None = None
+    # since 1.7, a package without weights (package_constants_in_so=False) only: the entry
+    # (layout.KEPT_CONSTANTS, safetensors) holding the values of its constants that no
+    # state_dict() holds (ConstantSpec.in_state_dict False), loaded before the caller's weights
+    kept_constants: str | None = None
 
     @property
     def twin(self) -> TwinInfo | None:
