@@ -77,9 +77,6 @@ CALLS = [
     _case("weights-transposed-view", "call: weights", "load_constants with a transposed view of the right shape", "constants.layout"),
     _case("weights-subclass", "call: weights", "load_constants with a TwoTensor weight", "constants.layout"),
     _case("weights-neg-bit", "call: weights", "load_constants with a weight carrying the negative bit", "constants.layout"),
-    # issue 42: torch copies the whole storage from the data pointer and applies the offset again (SIGABRT/SIGSEGV before)
-    _case("weights-slice-offset", "call: weights", "load_constants with a contiguous slice 1 row into a larger tensor", "constants.layout"),
-    _case("weights-slice-larger", "call: weights", "load_constants with the first rows of a larger tensor (offset 0)", "constants.layout"),
     # issue 25: memory the view does not have (defect 6), strides over derived sizes (defect 1), ids past the table (defect 2)
     _case("call-zero-tensor", "call: storage", "torch._efficientzerotensor((8, 16)): no memory behind it", "input.storage"),
     _case("call-storage-resized", "call: storage", "x after x.untyped_storage().resize_(0)", "input.storage"),
@@ -190,8 +187,6 @@ def _weights(name: str, torch: Any, model: Any) -> dict[str, Any]:
         "weights-transposed-view": lambda: w.t().contiguous().t(),
         "weights-subclass": lambda: TwoTensor(w.clone(), w.clone()),
         "weights-neg-bit": lambda: w.clone()._neg_view(),
-        "weights-slice-offset": lambda: torch.cat([w, w, w])[w.shape[0] : 2 * w.shape[0]],
-        "weights-slice-larger": lambda: torch.cat([w, w, w])[: w.shape[0]],
     }[name]()
     return {**good, fqn: bad}
 
