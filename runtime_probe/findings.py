@@ -77,7 +77,10 @@ CODES: dict[str, str] = {
     "constants.dtype_mismatch": "A constant's dtype differs from the contract.",
     "constants.device_mismatch": "A constant is on another device than the model.",
     "constants.unreadable": "The weights file cannot be read (truncated, lying header, not safetensors).",
-    "constants.layout": "A new weight is not a plain dense contiguous tensor (a view, a subclass, sparse, or with the negative/conjugate bit).",
+    "constants.layout": "A new weight is not a plain dense contiguous tensor that owns its storage (a view, a slice of a larger storage, a subclass, sparse, or with the negative/conjugate bit): torch's load_constants would copy the wrong bytes or write past the constant.",
+    "constants.tied_mismatch": "New weights hold different values under two names of one tied tensor (lm_head.weight and embed_tokens.weight); the package computes both from one tensor.",
+    "constants.from_package": "New weights from a checkpoint (a state_dict() or save_pretrained file) lack constants no checkpoint holds (non-persistent buffers such as a rotary inv_freq, lifted tensor constants), which keep the package's values, or the tied copy of a weight, which takes the tensor of its tied name; the finding lists both.",
+    "constants.new_weights": "The weights given differ from the build's: the golden samples were run and checked for NaN/Inf only, not compared with references; a pass says nothing about these weights' numerics.",
     # inputs (guarded loader and probe)
     "input.count": "Too few or too many arguments, or an unknown or missing keyword argument.",
     "input.type": "An argument is not a tensor where a tensor is expected (or the reverse).",
@@ -141,6 +144,7 @@ CODES: dict[str, str] = {
     "build.isa_beyond_baseline": "The CPU package's .so uses AVX-512/AMX instructions: it dies with SIGILL on CPUs without them (build with --cpu-isa x86-64-v3).",
     "build.arch_uncovered": "A CUDA arch listed with --cuda-arch is not covered by the package's kernel images (SASS, or forward-compatible PTX).",
     "build.sign_failed": "The package could not be signed; it was not written.",
+    "build.no_packaged_weights": "The package was built without its weights (aot_inductor.package_constants_in_so=False): its constants must be given at load (probe --weights, runtime_probe.load(pkg, weights=...)); a bare AOTI load that calls it first reads unset memory (SIGSEGV).",
     "build.resource_exhausted": "A build step ran out of a resource of the machine (a file-size limit such as ulimit -f, disk space or quota, memory, or a process killed with SIGKILL): not a compiler or model problem; what ran out and how it showed (errno, signal, the line) are in the evidence.",
     # the run itself: written into the report when no check could run, so a pipeline always has one
     "tool.usage": "The command line was wrong (a flag, or a file that is missing or not what it must be): nothing was checked.",

@@ -18,6 +18,9 @@ TWIN_MODEL = "debug_twin"
 MANIFEST = "extra/aoti_guard/manifest.json"
 SIGNATURE = "extra/aoti_guard/manifest.sig"
 GOLDEN = "aoti_guard/golden.safetensors"
+# a package without weights (package_constants_in_so=False): the values of its constants that no
+# checkpoint holds (non-persistent buffers, lifted tensor constants), so a state_dict() file completes it
+KEPT_CONSTANTS = "aoti_guard/kept_constants.safetensors"
 TWIN_DIR = "aoti_guard/twin/"
 AOTI_DIR = "data/aotinductor/"
 

@@ -145,6 +145,9 @@ class Report:
 
 
 _MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
+# info findings that qualify the verdict: a PASSED that checked less than it reads (new weights:
+# no golden output was compared); the text report says them under the verdict, -v or not
+VERDICT_CAVEATS = frozenset({"constants.new_weights"})
 
 
 def clean(value: object) -> str:
@@ -191,6 +194,10 @@ def render_text(report: Report, *, verbose: bool = False) -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     strict = " (--strict: warnings fail)" if report.strict and warnings and not errors else ""
     lines.append(f"{verdict}: {errors} error(s), {warnings} warning(s){strict}")
+    # what a pass did not check, said under the verdict with or without -v (once for all devices)
+    caveats = dict.fromkeys((clean(f.message), clean(f.hint or "")) for f in report.findings if f.code in VERDICT_CAVEATS)
+    for message, hint in caveats:
+        lines.append(f"  NOT CHECKED: {message}" + (f"\n        hint: {hint}" if hint else ""))
     return "\n".join(lines) + "\n"
 
 

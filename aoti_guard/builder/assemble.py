@@ -16,6 +16,7 @@ from typing import Any
 from aoti_guard.builder import toolchain
 from aoti_guard.builder.compile import SHARED_WEIGHTS_CONFIG, TWIN_CONFIGS
 from aoti_guard.builder.constant_digests import ConstantDigests
+from aoti_guard.builder.constant_names import program_tensors
 from aoti_guard.builder.contract import extract_constants
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.targets import CPU_ISA_LEVELS
@@ -27,11 +28,23 @@ from aoti_guard.pt2.signing import SignedManifest, SigningKey, sign_manifest
 from aoti_guard.pt2.writer import EntryHashes, append_entries, copy_twin, hash_entries, zip_root
 from runtime_probe import layout
 from runtime_probe._version import __version__
+from runtime_probe.findings import Finding, warning
+from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.ladder.printer import BASELINE_VERSION as NONFINITE_BASELINE_VERSION
 from runtime_probe.package.archive import open_archive
-from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Golden, IOContract, Manifest, NonfiniteBaseline, TwinInfo, dump_manifest
+from runtime_probe.package.manifest import (
+    MANIFEST_SCHEMA_VERSION,
+    ConstantSpec,
+    Golden,
+    IOContract,
+    Manifest,
+    NonfiniteBaseline,
+    TwinInfo,
+    dump_manifest,
+)
+from runtime_probe.package.weights import carries_weights, configs_carry_weights
 
-__all__ = ["assemble", "summary"]
+__all__ = ["assemble", "summary", "weightless_notes"]
 
 
 def _isa_configs(options: BuildOptions) -> dict[str, object]:
@@ -124,6 +137,9 @@ def assemble(
     # waited for before anything is appended: the thread reads the zip's directory as it stands
     early: dict[str, str] = release_hashes.known(release_pt2) if release_hashes is not None else {}
     clock.mark("early_hashes_wait")
+    kept = _kept_constants(ep, constants, options)
+    if kept is not None:
+        append_entries(release_pt2, [(layout.KEPT_CONSTANTS, kept)])
     golden = None
     if outcome.golden_bytes is not None:
         append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
@@ -185,6 +201,7 @@ def assemble(
             "errors": sum(1 for f in outcome.findings if f.severity.value == "error"),
         },
         aoti_metadata=aoti_meta,
+        kept_constants=layout.KEPT_CONSTANTS if kept is not None else None,
     )
     manifest_bytes = dump_manifest(manifest)
     entries = [(layout.MANIFEST, manifest_bytes)]
@@ -195,6 +212,20 @@ def assemble(
     append_entries(release_pt2, entries)
     clock.mark("manifest")
     return manifest, signed
+
+
+def _kept_constants(ep: Any, constants: list[ConstantSpec], options: BuildOptions) -> bytes | None:
+    """A package without weights: the values of its runtime constants that no checkpoint holds
+    (non-persistent buffers, lifted tensor constants), as safetensors bytes under the names
+    ``load_constants`` takes, so that a state_dict() or save_pretrained file completes it. None
+    for a package with weights (its .so keeps them) or without such constants."""
+    if configs_carry_weights(options.inductor_configs):
+        return None
+    tensors = program_tensors(ep)
+    kept = {c.loaded_name: tensors[c.fqn] for c in constants if c.storage == "package" and c.in_state_dict is False and c.fqn in tensors}
+    if not kept:
+        return None
+    return _safetensors.dumps({name: t.detach().to("cpu").contiguous() for name, t in kept.items()})
 
 
 class _Parts:
@@ -224,3 +255,27 @@ def summary(manifest: Manifest) -> dict[str, Any]:
         "kernel_archs": list(manifest.target.kernel_archs),
         "cpu_isa": list(manifest.target.cpu_isa),
     }
+
+
+def weightless_notes(manifest: Manifest) -> list[Finding]:
+    """A package built without its weights (package_constants_in_so=False) is a package that a
+    bare AOTI load runs on unset memory: the build says so, and how to give the weights."""
+    if carries_weights(manifest):
+        return []
+    constants = manifest.package_constants()
+    kept = [c.loaded_name for c in constants if c.in_state_dict is False and manifest.kept_constants is not None]
+    also = f" ({len(kept)} that no state_dict() holds are kept in the package: {', '.join(kept[:4])}{' ...' if len(kept) > 4 else ''})"
+    given = len(constants) - len(kept)
+    return [
+        warning(
+            "build.no_packaged_weights",
+            "package",
+            f"the package carries no weights (built with aot_inductor.package_constants_in_so=False): {given} constant(s) "
+            f"must be given at load{also if kept else ''}; a bare AOTI load that calls it first reads unset memory (SIGSEGV)",
+            expected="the weights in the package's .so",
+            found=f"{given} constant(s) without values",
+            hint="give them at load: aoti-guard probe PKG --weights FILE.safetensors, or runtime_probe.load(PKG, weights=FILE "
+            "or a {name: tensor} map) (a state_dict() or save_pretrained safetensors file as it is); "
+            "build without package_constants_in_so=False to ship them inside",
+        )
+    ]

@@ -16,7 +16,16 @@ from typing import Any
 from aoti_guard.builder.value_ranges import index_value_ranges
 from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
 
-__all__ = ["bind_example", "declared_dim_names", "dtype_name", "extract_constants", "extract_contract", "jsonable_value", "leaf_name"]
+__all__ = [
+    "bind_example",
+    "declared_dim_names",
+    "dtype_name",
+    "extract_constants",
+    "extract_contract",
+    "jsonable_value",
+    "leaf_name",
+    "tied_names",
+]
 
 _KIND_NAMES = {
     inspect.Parameter.POSITIONAL_ONLY: "positional_only",
@@ -443,6 +452,10 @@ def extract_constants(
         if isinstance(value, torch.Tensor):
             tensors[fqn] = value
             kinds.setdefault(fqn, "constant")
+    # what a checkpoint holds: state_dict() has the parameters and persistent buffers, never a
+    # non-persistent buffer (ep.constants has those) or a lifted tensor constant
+    in_state_dict = set(ep.state_dict) - set(getattr(sig, "non_persistent_buffers", ()) or ())
+    tied = tied_names(tensors)
     out = []
     for fqn, t in tensors.items():
         if not isinstance(t, torch.Tensor):
@@ -459,6 +472,8 @@ def extract_constants(
                 storage="package" if name in runtime_constants else "inlined",
                 internal_name=runtime_constants.get(name),
                 runtime_fqn=name if name != fqn else None,
+                in_state_dict=fqn in in_state_dict,
+                tied_with=tied.get(fqn, ()),
             )
         )
     for name, digest in sorted((unpaired or {}).items()):
@@ -472,6 +487,21 @@ def extract_constants(
                 nbytes=int(digest.get("nbytes") or 0),  # measured in the child, beside the hash
                 storage="package" if name in runtime_constants else "inlined",
                 internal_name=runtime_constants.get(name),
+                in_state_dict=False,  # made by the compiler: no checkpoint holds it
             )
         )
     return out
+
+
+def tied_names(tensors: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """FQN -> the other FQNs of the same tensor (tied weights: ``lm_head.weight`` is
+    ``model.embed_tokens.weight``). The same tensor is the same storage, offset, shape, strides
+    and dtype: two views of different parts of one storage are not tied. Empty tensors (no
+    storage to share) are never tied."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for fqn, t in tensors.items():
+        if not hasattr(t, "untyped_storage") or t.numel() == 0:
+            continue
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        groups.setdefault(key, []).append(fqn)
+    return {fqn: tuple(n for n in names if n != fqn) for names in groups.values() if len(names) > 1 for fqn in names}

@@ -25,7 +25,7 @@ from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder import twin_step as twin_step_mod
 from aoti_guard.builder import user_samples as user_samples_mod
-from aoti_guard.builder.assemble import assemble, summary
+from aoti_guard.builder.assemble import assemble, summary, weightless_notes
 from aoti_guard.builder.constant_digests import ConstantDigests
 from aoti_guard.builder.constant_names import program_tensors
 from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
@@ -510,6 +510,7 @@ def package_step(st: BuildState) -> StepResult:
                 hint="do not ship it; see the validate phase" if has_errors(st.outcome.findings) else "see build.export_specialized",
             )
         )
+    notes += weightless_notes(manifest)
     detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
     if st.release_hashes is not None:
         detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)

@@ -192,13 +192,39 @@ def _tensors(state: State, path: str) -> dict[str, Any]:
     return state.tensor_files[path]
 
 
-def op_load_weights(state: State, key: str, weights_path: str, device: str, names: list[str]) -> dict[str, Any]:
-    """Load already-validated weights into a model (the parent checked names, shapes, dtypes)."""
+def op_load_weights(
+    state: State,
+    key: str,
+    weights_path: str,
+    device: str,
+    names: list[str],
+    sources: dict[str, str] | None = None,
+    kept_from: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Load already-validated weights into a model (the parent checked names, shapes, dtypes:
+    ``runtime_probe.package.weights``). ``sources``: constant -> the file's tensor it takes (a
+    tied constant takes its tied name's); the constants it leaves out keep the package's values.
+    None: every tensor loaded is a constant of that name, and every constant is loaded.
+    ``kept_from`` (``{"path", "entry"}``): a package without weights, whose entry holds the
+    values of the constants no checkpoint holds (the parent checked the archive)."""
     started = time.monotonic()
     # borrow: load_constants copies the tensors in at once, so the library's mmap-backed ones do
     tensors = _safetensors.load(weights_path, names=names, device=device, borrow=True)
-    state.models[key].load_constants(tensors, check_full_update=True)
-    return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(tensors)}
+    constants = tensors if sources is None else {name: tensors[src] for name, src in sources.items()}
+    if kept_from is not None:
+        constants = {**_kept_constants(kept_from["path"], kept_from["entry"], device), **constants}
+    state.models[key].load_constants(constants, check_full_update=sources is None)
+    return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(constants)}
+
+
+def _kept_constants(path: str, entry: str, device: str) -> dict[str, Any]:
+    from runtime_probe.package.archive import open_archive
+
+    archive, findings = open_archive(path)
+    if archive is None:
+        raise RuntimeError(f"the package cannot be read: {findings[0].message if findings else path}")
+    with archive:
+        return _safetensors.load(archive.read(entry, max_bytes=archive.entries[entry].size), device=device)
 
 
 def op_run(

@@ -31,7 +31,9 @@ class SerdeError(ValueError):
 
 # Optional fields added after a schema shipped: written only when set, so a manifest without them
 # reads (and hashes) as it did before.
-OMIT_IF_NONE = frozenset({"value_range", "cuda_archs", "guards", "compact_samples", "runtime_fqn", "origin", "build_check"})
+OMIT_IF_NONE = frozenset(
+    {"value_range", "cuda_archs", "guards", "compact_samples", "runtime_fqn", "origin", "build_check", "in_state_dict", "kept_constants"}
+)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -16,23 +16,23 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from runtime_probe import layout
-from runtime_probe.errors import ConstantsContractError, PackageRejected, ToolError, UsageError
+from runtime_probe.errors import PackageRejected, ToolError, UsageError
 from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
-from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.guard.values import DeviceValues, resolve_mode, value_check, value_ranges
+from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_kept_constants, read_weights_file
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
-from runtime_probe.package.weights import constant_problems
 
 __all__ = ["GuardedModel", "load"]
 
@@ -47,6 +47,7 @@ def load(
     verify: bool = True,
     public_key: str | os.PathLike[str] | None = None,
     check_values: bool | str | None = None,
+    weights: str | os.PathLike[str] | Mapping[str, Any] | None = None,
 ) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
@@ -66,11 +67,19 @@ def load(
             sync (``GuardedModel.raise_for_values()`` raises for it). ``False`` ("off") reads
             nothing: an out-of-range id then reaches native code and can abort the process or
             leave the CUDA context unusable.
+        weights: new weights, checked and loaded before the model is returned
+            (``GuardedModel.load_constants``): a safetensors file (a ``state_dict()`` or a
+            ``save_pretrained`` file, as it is) or a ``{name: tensor}`` map. A package built without
+            its weights (``aot_inductor.package_constants_in_so=False``) needs them: without, every
+            call raises ConstantsContractError naming the constants never set, until
+            ``load_constants`` has given them (a call would read unset memory: SIGSEGV).
 
     Raises:
         PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
             manifest (``.findings`` says which).
         UsageError: a bad device string, model name or public key file.
+        ConstantsContractError: ``weights`` do not fit the package (``.constant`` names the first
+            tensor refused); nothing was copied into the model.
         ToolError: this process cannot load it: ``.code`` is ``env.tmpdir_unusable`` (TMPDIR
             missing, full or read-only: the package is copied and extracted there) or
             ``env.torch_missing`` (torch cannot be imported).
@@ -96,9 +105,12 @@ def load(
             copied = private_copy(fspath, private)
         except OSError as exc:
             raise _tmpdir_error(exc, private) from None
-        return _load_verified(fspath, copied, device, model, verify, key, check_values)
+        guarded = _load_verified(fspath, copied, device, model, verify, key, check_values)
     finally:
         shutil.rmtree(private, ignore_errors=True)
+    if weights is not None:
+        guarded.load_constants(weights)
+    return guarded
 
 
 def _tmpdir_error(exc: OSError, folder: str) -> ToolError:
@@ -168,6 +180,7 @@ def _load_verified(
             load_path, model_name = twin, layout.TWIN_MODEL
         elif model != layout.RELEASE_MODEL:
             raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
+        kept = read_kept_constants(archive, manifest) if tmp is None else None
     from runtime_probe.child.ops import make_loader
 
     _import_torch(manifest)
@@ -192,10 +205,21 @@ def _load_verified(
     # the twin's own call wrapper is flat (aoti_guard/builder/twin.py): its call structure is the
     # release model's, which the manifest records
     guarded = GuardedModel(
-        compiled, manifest, device_type, _resolve_index(device_type, index), check_values=check_values, flat_call=tmp is not None
+        compiled,
+        manifest,
+        device_type,
+        _resolve_index(device_type, index),
+        check_values=check_values,
+        flat_call=tmp is not None,
+        # the release model of a package without weights: nothing may call it before it has them
+        unset=UnsetConstants.for_package(manifest) if tmp is None else None,
     )
     if tmp is not None:
         weakref.finalize(guarded, shutil.rmtree, tmp, True)
+    if kept is not None:  # a package without weights: what no checkpoint holds comes from the package
+        from runtime_probe.formats import safetensors as _safetensors
+
+        guarded.load_constants(_safetensors.load(kept, device=str(guarded.device)), check_full_update=False)
     return guarded
 
 
@@ -221,6 +245,10 @@ class GuardedModel:
     ``flat_call``: the package's own call wrapper is not the model's (the debug twin's takes and
     returns flat leaves): the call structure is the manifest's, and every call runs on the flat
     leaves.
+
+    ``unset``: the constants that were never set (a package built without its weights): every
+    call raises ConstantsContractError naming them until ``load_constants`` has set them. Shared
+    with deep copies, which share the native model.
     """
 
     def __init__(
@@ -232,9 +260,11 @@ class GuardedModel:
         *,
         check_values: bool | str | None = None,
         flat_call: bool = False,
+        unset: UnsetConstants | None = None,
     ) -> None:
         import torch
 
+        self._unset = unset if unset is not None else UnsetConstants(())
         self.compiled = compiled
         self.manifest = manifest
         self.value_mode = resolve_mode(check_values, device_type, manifest)  # "sync" | "device" | "off"
@@ -268,6 +298,7 @@ class GuardedModel:
             self.device.index,
             check_values=self.value_mode,
             flat_call=self.flat_call,
+            unset=self._unset,
         )
 
     def check(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -277,6 +308,8 @@ class GuardedModel:
         # The hot path: the generated check returns the flat tensor list torch's runner takes, and
         # the call skips torch's own wrapper (which parses its pytree specs again on every call).
         # A call it does not accept goes through checker.check (diagnoses).
+        if self._unset.names:  # a package without weights, not given yet: native code would read unset memory
+            raise self._unset.error()
         direct = self._direct
         if direct is not None:
             try:
@@ -337,73 +370,36 @@ class GuardedModel:
             return (self._rebuild or self._unflatten)(outputs)
         return self.compiled(*call_args, **call_kwargs)
 
-    def load_constants(self, tensors: dict[str, Any], *, check_full_update: bool = True) -> None:
-        """Swap in new weights after checking names, shapes, dtypes, devices and layouts against
-        the manifest.
+    def load_constants(self, tensors: Mapping[str, Any] | str | os.PathLike[str], *, check_full_update: bool = True) -> None:
+        """Swap in new weights after checking names, shapes, dtypes, devices, layouts and storage
+        sizes against the manifest: nothing is copied unless every tensor fits.
 
-        A weight must be a plain, dense, contiguous tensor: torch's load_constants reads its
-        memory as the compiled layout, so a transposed view of the right shape would silently
-        give wrong outputs. It is refused (not copied): a copy would double the memory of a
-        weight swap without the caller knowing; ``.contiguous()`` is the caller's choice.
+        ``tensors``: a ``{name: tensor}`` map (``model.state_dict()`` as it is), or a safetensors
+        file (a ``state_dict()`` or ``save_pretrained`` file; its header is checked before any
+        tensor is read). Constants no ``state_dict()`` holds (non-persistent buffers such as a
+        rotary ``inv_freq``, lifted tensor constants) keep the package's values unless given; a
+        tied constant (``lm_head.weight`` = ``embed_tokens.weight``) takes the tensor of whichever
+        of its names is given (packages built before manifest 1.7 record neither: every constant
+        must be given). ``check_full_update``: every other constant must be given; False swaps
+        the ones given.
+
+        A weight must be a plain, dense, contiguous tensor that owns its storage: torch's
+        load_constants reads its memory as the compiled layout (a transposed view of the right
+        shape would silently give wrong outputs) and copies its whole storage from the view's
+        start (a contiguous slice of a larger tensor writes past the constant: SIGSEGV). It is
+        refused (not copied): a copy would double the memory of a weight swap without the
+        caller knowing; ``.contiguous()`` or ``.clone()`` is the caller's choice.
 
         Raises:
             ConstantsContractError: before torch's load_constants is called, naming the constant.
         """
-        for fqn, t in tensors.items():
-            _check_weight_kind(fqn, t)
-        given = {fqn: (str(t.dtype).replace("torch.", ""), tuple(t.shape)) for fqn, t in tensors.items()}
-        problems = constant_problems(given, self.manifest.constants, source="the new weights", full=check_full_update, refuse_inlined=True)
-        for f in problems:
-            if f.severity.value == "error":
-                raise ConstantsContractError(
-                    f.message, code=f.code, constant=f.evidence.get("constant"), expected=f.expected, found=f.found, hint=f.hint
-                )
-        for fqn, t in tensors.items():
-            if t.device.type != self.device.type or (self.device.index is not None and t.device.index != self.device.index):
-                raise ConstantsContractError(
-                    f"{fqn}: is on {t.device}, the model runs on {self.device}",
-                    code="constants.device_mismatch",
-                    constant=fqn,
-                    expected=str(self.device),
-                    found=str(t.device),
-                    hint=f"move it with .to('{self.device}')",
-                )
-            if not t.is_contiguous():
-                raise ConstantsContractError(
-                    f"{fqn}: strides {tuple(t.stride())} are not contiguous (a transposed or sliced view?); "
-                    "load_constants would read its memory in the compiled layout and the outputs would be wrong",
-                    code="constants.layout",
-                    constant=fqn,
-                    expected="contiguous",
-                    found=str(tuple(t.stride())),
-                    hint=f"pass tensors[{fqn!r}].contiguous()",
-                )
-        self.compiled.load_constants(tensors, check_full_update=check_full_update)
-
-
-def _check_weight_kind(fqn: str, t: Any) -> None:
-    """A weight must be a plain dense tensor without lazy flags (checked before its shape is read:
-    a subclass may lie about it)."""
-    import torch
-
-    found = None
-    if not isinstance(t, torch.Tensor):
-        found = type(t).__name__
-    elif type(t) not in plain_tensor_types(torch):
-        found = f"a {type(t).__name__} (tensor subclass)"
-    elif t.layout is not torch.strided or t.is_nested:
-        found = "a nested tensor" if t.is_nested else f"a {str(t.layout).replace('torch.', '').lstrip('_')} tensor"
-    elif t.is_neg() or t.is_conj():
-        found = "a tensor with the conjugate bit" if t.is_conj() else "a tensor with the negative bit"
-    if found is not None:
-        raise ConstantsContractError(
-            f"{fqn}: is {found}, not a plain dense tensor",
-            code="constants.layout",
-            constant=fqn,
-            expected="a plain dense contiguous torch.Tensor",
-            found=found,
-            hint="pass a plain tensor (resolve views and flags with .contiguous(), .resolve_neg(), .resolve_conj(), .to_dense())",
-        )
+        if isinstance(tensors, (str, os.PathLike)):
+            tensors = read_weights_file(self.manifest, os.fspath(tensors), self.device, check_full_update=check_full_update)
+        constants = checked_constants(self.manifest, tensors, self.device, check_full_update=check_full_update)
+        # every constant left out is one the package keeps (or, check_full_update=False, the
+        # caller's choice): torch's own full check would only print warnings for them
+        self.compiled.load_constants(constants, check_full_update=False)
+        self._unset.loaded(constants)
 
 
 class _Direct:

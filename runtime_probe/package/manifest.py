@@ -53,6 +53,10 @@ __all__ = [
 # reports a renamed constant as unexpected, as every 1.5 probe did)
 # 1.7: Tolerance.origin and Tolerance.build_check (a 1.6 reader ignores them: it applies atol/rtol
 # as before; the build check's atol/rtol leave the validation table's rows for build_check)
+# 1.7 also: ConstantSpec.in_state_dict and tied_with (a 1.6 reader ignores them and asks a weights file
+# for every package constant, as every 1.6 probe did: a state_dict() file of a model with a
+# non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
+# (a 1.6 reader ignores the entry and asks the weights for those constants)
 MANIFEST_SCHEMA_VERSION = "1.7"
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -222,6 +226,14 @@ class ConstantSpec:
     # since 1.6: the name the loaded model lists (get_constant_fqns) when the compiler renamed it:
     # a plain tensor attribute ``offset`` is ``_tensor_constant0`` in the package (paired by value)
     runtime_fqn: str | None = None
+    # since 1.7: whether the model's state_dict() holds it (False: a non-persistent buffer such as
+    # a rotary inv_freq, or a lifted tensor constant: no checkpoint file has it, the package's
+    # value stays); None: not recorded (an older build), every package constant is asked for
+    in_state_dict: bool | None = None
+    # since 1.7: the other FQNs of the same tensor (tied weights: lm_head.weight and
+    # embed_tokens.weight); the package keeps one of them, and a checkpoint that holds any one of
+    # the names gives it (save_pretrained drops the tied copy)
+    tied_with: tuple[str, ...] = ()
 
     @property
     def loaded_name(self) -> str:
@@ -381,6 +393,10 @@ class Manifest:
     # debug_twin: a 1.2 reader ignores this key and sees no twin, where under debug_twin it would
     # load the twin without its constants and crash on the first call.
     debug_twin_without_weights: TwinInfo | None = None
+    # since 1.7, a package without weights (package_constants_in_so=False) only: the entry
+    # (layout.KEPT_CONSTANTS, safetensors) holding the values of its constants that no
+    # state_dict() holds (ConstantSpec.in_state_dict False), loaded before the caller's weights
+    kept_constants: str | None = None
 
     @property
     def twin(self) -> TwinInfo | None:

@@ -25,7 +25,7 @@ from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
-from runtime_probe.package.weights import check_weights
+from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved
 from runtime_probe.package.wrapper import model_so_features, wrapper_facts
 from runtime_probe.probe.golden_phase import golden_phase
 from runtime_probe.probe.load_log import read_load_log
@@ -245,7 +245,7 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
                 )
             )
             return findings, detail, False
-        check = check_weights(shared.options.weights, m.constants)
+        check = check_weights(shared.options.weights, m.constants, keeps=keeps_unsaved(m))
         findings += check.findings
         detail["weights"] = {
             "path": os.path.abspath(shared.options.weights),
@@ -254,7 +254,14 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
         }
         if has_errors(check.findings):
             return findings, detail, False  # never hand torch a file that could corrupt its heap
-        dev.weights_args = {"weights_path": os.path.abspath(shared.options.weights), "device": dev.device, "names": check.names}
+        dev.weights_args = {
+            "weights_path": os.path.abspath(shared.options.weights),
+            "device": dev.device,
+            "names": check.names,
+            "sources": check.sources,
+        }
+        if m.kept_constants is not None and not carries_weights(m):  # what no checkpoint holds, from the package
+            dev.weights_args["kept_from"] = {"path": os.path.abspath(shared.path), "entry": m.kept_constants}
         try:
             dev.worker.request("load_weights", shared.options.timeout_s, key="release", **dev.weights_args)
         except ChildFailure as exc:
@@ -265,9 +272,12 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
         if not check.same_as_build:
             findings.append(
                 info(
-                    "constants.unexpected",
+                    "constants.new_weights",
                     "constants",
-                    "the weights differ from the build's: golden outputs are run and checked for NaN/Inf, not compared with the build's references",
+                    "the weights differ from the build's: the golden samples were run and checked for NaN/Inf only; "
+                    "their outputs were NOT compared with references, so a pass says nothing about these weights' numerics",
+                    hint="to check them, build a package from the model with these weights loaded (aoti-guard build): "
+                    "its golden references are computed from them",
                 )
             )
     return findings, detail, not has_errors(findings)

@@ -301,4 +301,40 @@ def test_weights_for_a_renamed_constant_go_by_the_name_the_package_lists(buffers
     by_program_name = {**sd, "offset": torch.zeros(12)}
     save_file({k: v.detach().clone().contiguous() for k, v in by_program_name.items()}, str(tmp_path / "bad.safetensors"))
     proc, report = probe_json(buffers_pkg.path, tmp_path, "--weights", str(tmp_path / "bad.safetensors"))
-    assert proc.returncode == 1 and {"constants.missing"} <= codes(report), proc.stdout[-2000:]
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    refused = next(f for p in report["phases"] for f in p["findings"] if f["severity"] == "error")
+    assert (refused["code"], refused["evidence"]["constant"]) == ("constants.unexpected", "offset")
+    assert "'_tensor_constant0'" in refused["hint"]
+
+
+def test_a_state_dict_file_is_taken_as_it_is(buffers_pkg: Built, tmp_path: Path) -> None:
+    """Issue 43: a non-persistent buffer (``table``) and a lifted tensor constant (``offset``, the
+    package's ``_tensor_constant0``) are in no ``state_dict()``: they keep the package's values,
+    and the file of ``model.state_dict()`` passes as it is (it was refused: constants.missing)."""
+    from safetensors.torch import save_file
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import models
+
+    sys.path.pop(0)
+    model = models.buffers().model
+    assert set(model.state_dict()) == {"lin.weight", "lin.bias", "running"}
+    save_file({k: v.detach().clone() for k, v in model.state_dict().items()}, str(tmp_path / "sd.safetensors"))
+    proc, report = probe_json(buffers_pkg.path, tmp_path, "--weights", str(tmp_path / "sd.safetensors"))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    constants = next(p for p in report["phases"] if p["name"] == "constants")
+    assert constants["detail"]["weights"]["same_as_build"] is True and status(report)["golden"] == "passed"
+    (note,) = [f for f in constants["findings"] if f["code"] == "constants.from_package"]
+    assert note["evidence"]["kept"] == ["_tensor_constant0", "table"]
+
+
+def test_new_weights_say_under_the_verdict_that_nothing_was_compared(static_pkg: Built, tmp_path: Path) -> None:
+    """Issue 43: the probe checks new weights for NaN/Inf only; a text report that read PASSED
+    alone now says so under the verdict, with how to get references."""
+    weights = _weights(static_pkg, tmp_path, lambda sd, torch: sd.__setitem__("lin.bias", sd["lin.bias"] + 0.5))
+    proc = run_probe(str(static_pkg.path), "--weights", str(weights))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    lines = proc.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("PASSED"))
+    assert lines[verdict + 1].startswith("  NOT CHECKED: the weights differ from the build's"), proc.stdout[-2000:]
+    assert "aoti-guard build" in lines[verdict + 2]

@@ -118,3 +118,19 @@ def test_build_summary_shows_the_golden_coverage_and_marks_a_missing_bound() -> 
     line = next(ln.strip() for ln in render_text(report).splitlines() if "coverage:" in ln)
     assert line == "coverage: batch 1..16 tested 1, 2, 16; seq 1..128 tested 1, 8 MISSING max"
     assert "coverage:" not in render_text(_report())  # a probe report has none
+
+
+def test_a_pass_with_new_weights_says_under_the_verdict_that_nothing_was_compared() -> None:
+    """Issue 43: new weights are run and checked for NaN/Inf only; the text report says so under
+    PASSED, with or without -v, and how to get references."""
+    note = info("constants.new_weights", "constants", "the weights differ from the build's: NOT compared", hint="build a package with them")
+    r = Report(kind="probe", package={"path": "m.pt2"}, phases=(make_phase("constants", 0.1, [note]), make_phase("golden", 0.1, [])))
+    text = render_text(r)
+    assert r.passed
+    tail = text.splitlines()[-3:]
+    assert (
+        tail[0].startswith("PASSED")
+        and "NOT CHECKED: the weights differ from the build's" in tail[1]
+        and "hint: build a package" in tail[2]
+    )
+    assert "NOT CHECKED" not in render_text(_report())
