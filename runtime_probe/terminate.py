@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from runtime_probe.findings import Finding, error
 
-__all__ = ["STOP_SIGNALS", "Terminated", "install", "signals_raise", "terminated_finding"]
+__all__ = ["STOP_SIGNALS", "Terminated", "install", "received", "signal_wins", "signals_raise", "terminated_finding"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -41,14 +41,51 @@ class Terminated(BaseException):
             return f"signal {self.signum}"
 
 
-_state = {"stopping": False}
+_state: dict[str, Any] = {"stopping": False, "signum": None}
 
 
 def _handler(signum: int, frame: Any) -> None:
     if _state["stopping"]:
         return  # already unwinding: let the cleanup finish
-    _state["stopping"] = True
+    _state["stopping"], _state["signum"] = True, signum
     raise Terminated(signum)
+
+
+def received() -> int | None:
+    """The stop signal that arrived during this run, or None. ``Terminated`` need not survive the
+    unwinding: a cleanup that fails on the way (an ``__exit__`` or ``finally`` that raises, a
+    lazy import left half done) replaces it with an ordinary exception, which a step would report
+    as its own failure (``build.export_failed``); a ``__del__`` swallows it. A caller asks here."""
+    signum = _state["signum"]
+    return int(signum) if signum is not None else None
+
+
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+
+def signal_wins(steps: Sequence[tuple[str, Callable[[_S], _R]]]) -> tuple[tuple[str, Callable[[_S], _R]], ...]:
+    """A pipeline's ``steps``, each ending in ``Terminated`` once a stop signal has arrived,
+    whatever it raised or returned (``received`` says why the signal's own ``Terminated`` may not
+    get there): a SIGTERM during a lazy import inside torch.export was a ``build.export_failed``."""
+
+    def wrap(step: Callable[[_S], _R]) -> Callable[[_S], _R]:
+        def run(state: _S) -> _R:
+            try:
+                result = step(state)
+            except Exception as exc:  # a step's own failure (StepFailed) included: the signal caused it
+                signum = received()
+                if signum is None:
+                    raise
+                raise Terminated(signum) from exc
+            signum = received()
+            if signum is not None:  # swallowed on the way (a __del__): the run stops all the same
+                raise Terminated(signum)
+            return result
+
+        return run
+
+    return tuple((name, wrap(step)) for name, step in steps)
 
 
 def _ours() -> list[signal.Signals]:
@@ -60,7 +97,7 @@ def _ours() -> list[signal.Signals]:
 
 def install() -> None:
     """For a command line: from now on, SIGTERM and SIGHUP raise ``Terminated`` in the main thread."""
-    _state["stopping"] = False
+    _state["stopping"], _state["signum"] = False, None
     for s in _ours():
         signal.signal(s, _handler)
 
@@ -71,7 +108,7 @@ def signals_raise() -> Iterator[None]:
     it runs in the main thread, unless the program installed its own handlers."""
     taken = _ours()
     if taken:
-        _state["stopping"] = False
+        _state["stopping"], _state["signum"] = False, None
     for s in taken:
         signal.signal(s, _handler)
     try:
