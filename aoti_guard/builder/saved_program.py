@@ -235,9 +235,10 @@ def _harmless_name(name: str) -> bool:
     if name in _EXPR_KEYWORDS:
         return True
     import sympy  # type: ignore[import-untyped]
-    import torch.utils._sympy.functions as torch_sympy
 
-    for namespace in (torch_sympy, sympy):
+    from runtime_probe.torch_compat import sympy_functions
+
+    for namespace in (sympy_functions(), sympy):
         value = getattr(namespace, name, None)
         if value is not None:
             return isinstance(value, sympy.Basic) or (isinstance(value, type) and issubclass(value, sympy.Basic))
