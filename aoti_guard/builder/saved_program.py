@@ -8,16 +8,18 @@ with ``weights_only=False``; weights and constants marked ``use_pickle`` with
 ``weights_only=False``; opaque constants with ``pickle.loads``. Any of those runs a payload
 (``os.system``) in the build's process. It also hands every symbolic size in ``models/*.json``
 to ``sympy.sympify``, which is ``eval``; and it keeps the file's export guards as Python source,
-which ``ExportedProgram.module()`` compiles and runs on every call. The names of weights reach
-the C++ that AOTInductor generates as string literals.
+which ``ExportedProgram.module()`` compiles and runs on every call; ``module()`` also pastes the
+names of weights and inputs into the Python it compiles, and AOTInductor the weights' names into
+its C++, as string literals.
 
 So every load of a saved program goes through ``load_program`` here (the build's TARGET, the
 twin child, the ONNX child, the minifier's child): while torch loads, ``torch.load`` is forced
 to weights-only (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``, which overrides an explicit
 ``weights_only=False``), a Python audit hook refuses every global a pickle asks for (no callable,
 no code) and every ``sympify`` source that is more than a sympy expression; after the load, each
-export guard must be a size condition and each weight's name a plain name. What fails is
-refused as ``UnsafeProgram`` (a usage error, exit 2) before any of it runs.
+export guard must be a size condition, each weight's name a plain name and each input's a Python
+name. What fails is refused as ``UnsafeProgram`` (a usage error, exit 2) before any of it runs.
+The repro script (validate/repro.py) is plain torch by design and forces weights-only alone.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class _Refused(BaseException):
 _guard: dict[str, Any] = {"thread": None, "refused": [], "checking": False}
 _hook_lock = threading.Lock()
 _hook_installed = False
+_one_load = threading.Lock()  # the guard's state and the environment variable are the process's
 
 
 @contextlib.contextmanager
@@ -121,15 +124,25 @@ def _refusing_code() -> Iterator[list[str]]:
         if not _hook_installed:
             sys.addaudithook(_audit)
             _hook_installed = True
+    with _one_load, _forced_weights_only():
+        refused: list[str] = []
+        _guard.update(thread=threading.get_ident(), refused=refused)
+        try:
+            yield refused
+        finally:
+            _guard.update(thread=None, refused=[])
+
+
+@contextlib.contextmanager
+def _forced_weights_only() -> Iterator[None]:
+    """Every ``torch.load`` in this process weights-only while it lasts (read by each call, 2.4+),
+    its ``weights_only=False`` included; the variables as they were afterwards."""
     saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"  # read by every torch.load call (2.4+); beats weights_only=False
     os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)  # both set: torch.load raises
-    refused: list[str] = []
-    _guard.update(thread=threading.get_ident(), refused=refused)
     try:
-        yield refused
+        yield
     finally:
-        _guard.update(thread=None, refused=[])
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -252,6 +265,7 @@ _GUARD_NAMES = frozenset(
     {"L", "math", "torch", "inf", "max", "min", "abs", "int", "float", "bool", "round"}
     | {"IsNonOverlappingAndDenseIndicator", "cast_symbool_to_symint_guardless"}
 )
+_GUARD_WORD = re.compile(r"[A-Za-z0-9_.\- ]*")  # an input's name or a string input's value
 _GUARD_METHODS = frozenset({"size", "stride", "storage_offset", "dim", "numel", "item"})
 _GUARD_NODES = (
     ast.Expression,
@@ -293,6 +307,8 @@ def check_guard(text: str) -> str | None:
             return bad
         if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
             return bad
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and not _GUARD_WORD.fullmatch(node.value):
+            return bad  # torch swaps L['x'] for args[0] in the TEXT: a quote or bracket there could move a literal's end
     return None
 
 
@@ -308,9 +324,14 @@ def _guard_attribute(node: ast.Attribute) -> bool:
 
 def _plain_name(name: object) -> bool:
     """A weight's or buffer's name as a module has it (``layers.0.weight``, a ModuleDict key):
-    printable, and neither a quote nor a backslash, which would end or escape the C++ string
-    literal AOTInductor writes it into (``constants_info_[0].original_fqn = "..."``)."""
-    return isinstance(name, str) and bool(name) and name.isprintable() and '"' not in name and "\\" not in name
+    printable, without a quote or a backslash, which would end or escape the string literal it is
+    pasted into: ``getattr(self.lin, "NAME")`` in the FX code of ``module()``, and
+    ``constants_info_[0].original_fqn = "NAME";`` in the C++ AOTInductor generates."""
+    return isinstance(name, str) and bool(name) and name.isprintable() and not any(c in name for c in "\"'\\")
+
+
+def _python_name(name: object) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
 
 
 def _program_problem(ep: Any) -> str | None:
@@ -325,4 +346,21 @@ def _program_problem(ep: Any) -> str | None:
     for name in names:
         if not _plain_name(name):
             return f"a weight or buffer is named {str(name)[:200]!r}, which is not a plain name"
+    # module() writes its forward's signature from these: def forward(self, NAME...), {'KEY': NAME}
+    for entry in ep.module_call_graph:
+        signature = entry.signature
+        if signature is None:
+            continue
+        for name in [*(signature.forward_arg_names or []), *_keyword_names(signature.in_spec)]:
+            if not _python_name(name):
+                return f"an input of the program is named {str(name)[:200]!r}, which is not a Python name"
     return None
+
+
+def _keyword_names(spec: Any) -> list[object]:
+    """The keyword arguments' names in a call's TreeSpec ``((args...), {kwargs})``, else none."""
+    count = getattr(spec, "num_children", 0)
+    if getattr(spec, "type", None) is not tuple or count != 2:
+        return []
+    kwargs = spec.child(1)
+    return list(kwargs.context or []) if getattr(kwargs, "type", None) is dict else []

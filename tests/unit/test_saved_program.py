@@ -1,6 +1,6 @@
 """Issue 40, finding 3: a saved ExportedProgram is loaded without running anything it holds.
 
-``torch.export.load`` runs a pickle planted in four places, ``eval``s the symbolic sizes, and
+``torch.export.load`` runs a pickle planted in three places, ``eval``s the symbolic sizes, and
 ``module()`` runs the export guards and pastes the weights' names into its code: each such file
 (tests/hostile/hostile_programs.py) is refused by ``load_program`` as ``UnsafeProgram`` and its
 payload never runs; a real program still loads, runs and keeps its guards.
@@ -29,8 +29,8 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_real_program_loads_and_runs(program: Path) -> None:
     ep = load_program(str(program))
-    (x,), _ = ep.example_inputs
-    assert ep.module()(x).shape == (2, 3)
+    args, kwargs = ep.example_inputs
+    assert ep.module()(*args, **kwargs).shape == (2, 3)
     assert os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD") is None, "the process's own torch.load is left as it was"
 
 
@@ -40,7 +40,8 @@ def test_a_program_holding_code_is_refused_before_it_runs(program: Path, tmp_pat
     hostile = plant(program, tmp_path / f"{payload}.pt2", payload, marker)
     with pytest.raises(UnsafeProgram) as caught:
         ep = load_program(str(hostile))
-        ep.module()(*ep.example_inputs[0])  # where the guard and the name would run
+        args, kwargs = ep.example_inputs
+        ep.module()(*args, **kwargs)  # where the guard and the names would run
     assert not marker.exists(), f"the payload ran: {PAYLOADS[payload][1]}"
     assert "holds pickled code or code in its expressions" in caught.value.message
     assert isinstance(caught.value, UsageError) and caught.value.exit_code == 2
@@ -60,6 +61,24 @@ def test_the_build_target_is_refused_as_a_usage_error(program: Path, tmp_path: P
     with pytest.raises(UnsafeProgram):
         resolve_target(str(hostile))
     assert not marker.exists()
+
+
+def test_input_names_must_be_python_names(program: Path, tmp_path: Path) -> None:
+    """module() writes ``def forward(self, NAME...)`` and ``{'KEY': NAME}`` from the file's names."""
+    import json
+    import zipfile
+
+    hostile = tmp_path / "names.pt2"
+    with zipfile.ZipFile(program) as zin, zipfile.ZipFile(hostile, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("models/model.json"):
+                model = json.loads(data)
+                model["graph_module"]["module_call_graph"][0]["signature"]["forward_arg_names"] = ["x=print('ran')"]
+                data = json.dumps(model).encode()
+            zout.writestr(info, data)
+    with pytest.raises(UnsafeProgram, match="not a Python name"):
+        load_program(str(hostile))
 
 
 def test_pickles_outside_the_load_are_left_alone(program: Path) -> None:
@@ -124,6 +143,7 @@ def test_size_guards_pass(guard: str) -> None:
         "torch.hub.load('a', 'b') == 1",
         "L[print(1)] == 1",
         "open('f') == 1",
+        "L['x'].size()[0] == 1 or 'L[' == 'y'",
     ],
 )
 def test_guards_that_are_code_are_refused(guard: str) -> None:

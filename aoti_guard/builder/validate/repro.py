@@ -3,15 +3,16 @@ PyTorch issue.
 
 ``OUT.repro/`` beside the package holds the exported program (``torch.export.save``), the failing
 sample's inputs (``torch.save`` of ``(args, kwargs)``) and ``repro.py``, which uses plain torch
-and nothing of aoti-guard (but its loader of saved programs, where it is installed): it compiles the program with ``aoti_compile_and_package`` and the
+and nothing of aoti-guard: it compiles the program with ``aoti_compile_and_package`` and the
 build's Inductor configs, runs it and ``torch.compile`` of the same program on the inputs, and
 compares both with ``ep.module()`` (the stage bisection established that the exported program
 agrees with eager). It exits 1 while the difference reproduces.
 
 A repro folder travels (it is attached to an issue), and ``torch.export.load`` runs what a hostile
-``program.pt2`` holds (aoti_guard/builder/saved_program.py says how): the script loads it with
-aoti-guard's ``load_program`` where aoti-guard is installed, else with torch's loader, with
-``torch.load`` forced to weights-only (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``) either way.
+``program.pt2`` holds (aoti_guard/builder/saved_program.py says how). The folder's program is this
+build's own save of a program that passed ``load_program``; the script, plain torch by design,
+forces ``torch.load`` to weights-only (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``), which stops the pickles
+but not the expressions and guards: a repro folder from someone else is code, like their model.
 """
 
 from __future__ import annotations
@@ -72,19 +73,10 @@ def compare(name, got, want):
     return ok
 
 
-def load_program(path):
-    # a repro folder comes from someone else: torch.load takes tensors only, and aoti-guard's loader
-    # (where installed) also refuses the code a saved program can hold in its expressions and guards
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
-    try:
-        from aoti_guard.builder.saved_program import load_program as guarded
-    except ImportError:
-        return torch.export.load(path)
-    return guarded(path)
-
-
 def main():
-    ep = load_program(os.path.join(HERE, "program.pt2"))
+    # a repro folder may come from someone else: torch.load takes tensors only (torch reads it per call)
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    ep = torch.export.load(os.path.join(HERE, "program.pt2"))
     args, kwargs = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)
     args, kwargs = pytree.tree_map(lambda v: v.to(DEVICE) if isinstance(v, torch.Tensor) else v, (args, kwargs))
     # the package goes in a folder of its own that goes with the run (not left in the temp dir)
