@@ -7,6 +7,7 @@ tool itself could not run (an unexpected error is reported as a bug, with its tr
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ from runtime_probe.cli import (
     write_error_reports,
 )
 from runtime_probe.errors import GuardError, UsageError, environment_error
+from runtime_probe.escaping import for_terminal
 from runtime_probe.output import check_report_path, is_stdout
 from runtime_probe.paths import probe_paths
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
@@ -720,35 +722,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except Terminated as exc:  # a build or probe reports it itself; this is a signal outside them
-        click.echo(f"terminated ({exc.name})", err=True)
+        _say_error(f"terminated ({exc.name})")
         _error_report(args, exc)
         return 3
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        _say_error("aborted")
         _error_report(args, GuardError("aborted"))
         return 3
     except click.ClickException as exc:  # usage errors: exit 2
-        exc.show()
+        shown, said = io.StringIO(), exc.format_message()
+        exc.show(file=shown)  # click's usage lines, then "Error: MESSAGE", which quotes the value given
+        _say_error(shown.getvalue().replace(said, for_terminal(said)))  # a line break in the value too
         _error_report(args, UsageError(exc.format_message()))
         return exc.exit_code
     except GuardError as exc:
-        click.echo(f"error: {exc}", err=True)
+        _say_error(f"error: {exc}")
         _error_report(args, exc)
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - a bug in aoti-guard: keep the traceback, exit 3
         machine = environment_error(exc)
         if machine is not None:  # a full disk: the machine's doing, said as such
-            click.echo(f"error: {machine}", err=True)
+            _say_error(f"error: {machine}")
             _error_report(args, machine)
             return machine.exit_code
         fd, path = tempfile.mkstemp(prefix="aoti-guard-crash-", suffix=".txt")
         with os.fdopen(fd, "w") as fh:
             traceback.print_exc(file=fh)
-        click.echo(f"error: aoti-guard failed unexpectedly (this is a bug in aoti-guard). Traceback saved to {path}", err=True)
-        click.echo(traceback.format_exc().splitlines()[-1], err=True)
+        _say_error(f"error: aoti-guard failed unexpectedly (this is a bug in aoti-guard). Traceback saved to {path}")
+        _say_error(traceback.format_exc().splitlines()[-1])
         _error_report(args, exc)
         return 3
     return 0
+
+
+def _say_error(text: str) -> None:
+    """Every line the error handler prints, on stderr, through ``for_terminal``: the messages
+    quote a caller's file (a ``--samples`` tensor's name, a TARGET path) or a package (a manifest
+    key), and an escape or carriage return there must not clear the screen or print a green
+    "BUILD PASSED" over the error. The handler's own line breaks are kept; one in a quoted name is
+    escaped with the rest (a GuardError's text is printable already: ``GuardError``)."""
+    click.echo("\n".join(for_terminal(line) for line in text.rstrip("\n").split("\n")), err=True)
 
 
 def _error_report(args: Sequence[str], exc: BaseException) -> None:

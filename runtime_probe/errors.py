@@ -11,15 +11,23 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 
+from runtime_probe.escaping import for_terminal
+
 __all__ = ["GuardError", "InputContractError", "PackageRejected", "ToolError", "UsageError", "environment_error"]
 
 
 class GuardError(Exception):
-    """Root of the errors the tool expects and explains. Carries an exit code and a hint."""
+    """Root of the errors the tool expects and explains. Carries an exit code and a hint.
+
+    Its message and hint are printable text (``for_terminal``): they quote names from a caller's
+    file or a package (a tensor in ``--samples``, a manifest key, an argument's name) and reach a
+    terminal, a serving log (``PackageRejected``, ``InputContractError``) or a report, where an
+    escape or a carriage return would clear the screen or fake a line of its own."""
 
     exit_code: int = 3
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        message, hint = for_terminal(message), None if hint is None else for_terminal(hint)
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -21,12 +21,22 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from runtime_probe.findings import EXIT_CODES, Finding, error
 
-__all__ = ["CLEANUP_BOUND_S", "EXIT_TERMINATED", "STOP_SIGNALS", "Terminated", "install", "signals_raise", "terminated_finding"]
+__all__ = [
+    "CLEANUP_BOUND_S",
+    "EXIT_TERMINATED",
+    "STOP_SIGNALS",
+    "Terminated",
+    "install",
+    "received",
+    "signal_wins",
+    "signals_raise",
+    "terminated_finding",
+]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 # After a second stop signal the cleanup gets this long (more than the few seconds each child's
@@ -52,12 +62,13 @@ class _State:
 
     def __init__(self) -> None:
         self.stopping = False
+        self.signum: int | None = None  # the first stop signal (``received``)
         self.again = 0
         self.cancel = threading.Event()
 
     def reset(self) -> None:
         self.cancel.set()  # a watchdog of an earlier run (a library caller's) must not end this one
-        self.stopping, self.again, self.cancel = False, 0, threading.Event()
+        self.stopping, self.signum, self.again, self.cancel = False, None, 0, threading.Event()
 
 
 _state = _State()
@@ -87,7 +98,7 @@ def _watchdog(signum: int, bound_s: float, cancel: threading.Event) -> None:
 
 def _handler(signum: int, frame: Any) -> None:
     if not _state.stopping:
-        _state.stopping = True
+        _state.stopping, _state.signum = True, signum
         raise Terminated(signum)
     # already unwinding: let the cleanup finish, but within a bound
     _state.again += 1
@@ -96,6 +107,43 @@ def _handler(signum: int, frame: Any) -> None:
         threading.Thread(target=_watchdog, args=args, name="terminate-watchdog", daemon=True).start()
     else:
         _end_now(signum, "a third stop signal during the cleanup")
+
+
+def received() -> int | None:
+    """The stop signal that arrived during this run, or None. ``Terminated`` need not survive the
+    unwinding: a cleanup that fails on the way (an ``__exit__`` or ``finally`` that raises, a
+    lazy import left half done) replaces it with an ordinary exception, which a step would report
+    as its own failure (``build.export_failed``); a ``__del__`` swallows it. A caller asks here."""
+    signum = _state.signum
+    return int(signum) if signum is not None else None
+
+
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+
+def signal_wins(steps: Sequence[tuple[str, Callable[[_S], _R]]]) -> tuple[tuple[str, Callable[[_S], _R]], ...]:
+    """A pipeline's ``steps``, each ending in ``Terminated`` once a stop signal has arrived,
+    whatever it raised or returned (``received`` says why the signal's own ``Terminated`` may not
+    get there): a SIGTERM during a lazy import inside torch.export was a ``build.export_failed``."""
+
+    def wrap(step: Callable[[_S], _R]) -> Callable[[_S], _R]:
+        def run(state: _S) -> _R:
+            try:
+                result = step(state)
+            except Exception as exc:  # a step's own failure (StepFailed) included: the signal caused it
+                signum = received()
+                if signum is None:
+                    raise
+                raise Terminated(signum) from exc
+            signum = received()
+            if signum is not None:  # swallowed on the way (a __del__): the run stops all the same
+                raise Terminated(signum)
+            return result
+
+        return run
+
+    return tuple((name, wrap(step)) for name, step in steps)
 
 
 def _ours() -> list[signal.Signals]:

@@ -49,6 +49,7 @@ __all__ = [
     "package_loader_class",
     "resolve_all",
     "so_features",
+    "sympy_functions",
     "torch_version",
 ]
 
@@ -180,6 +181,12 @@ def detect_fake_mode() -> Any:
     return _resolve("torch._guards", "detect_fake_mode")
 
 
+def sympy_functions() -> Any:
+    """``torch.utils._sympy.functions``: the sympy functions torch writes in shape expressions
+    (``FloorDiv``, ``Mod``, ``CeilToInt``...), which its deserializer gives ``sympify`` by name."""
+    return _resolve("torch.utils._sympy.functions")
+
+
 def export_guard_texts(ep: Any) -> list[str] | None:
     """The shape guards torch.export kept as code: ``ExportedProgram._guards_code`` (2.11-2.15),
     else ``exported_program._convert_guards_to_code(gm)``; None when neither exists."""
@@ -282,6 +289,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("torch._dynamo.reset", _ALL, dynamo_reset),
     Entry("torch._guards.detect_fake_mode", _ALL, detect_fake_mode),
     Entry("ExportedProgram._guards_code", _ALL, _guards_entry),
+    Entry("torch.utils._sympy.functions", _ALL, sympy_functions),
     *(
         Entry(f"torch._inductor.config.{key}", _ALL, _config_entry(key))
         for key in (

@@ -21,14 +21,13 @@ NOT_REPRODUCED = "aoti-guard: no failure"
 
 
 def main(argv: list[str]) -> int:
-    import torch
-
+    from aoti_guard.builder.saved_program import load_program
     from runtime_probe.torch_compat import aoti_compile_and_package, inductor_config
 
     config = inductor_config()
     config.aot_inductor.dump_aoti_minifier = True
     config.aot_inductor.repro_level = 4
-    ep = torch.export.load(argv[1])
+    ep = load_program(argv[1])
     with open(argv[2], encoding="utf-8") as fh:
         configs = json.load(fh)
     try:

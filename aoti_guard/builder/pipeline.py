@@ -51,7 +51,7 @@ from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import Report
-from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
+from runtime_probe.terminate import Terminated, signal_wins, signals_raise, terminated_finding
 
 __all__ = ["STEPS", "BuildOptions", "BuildState", "ProgressFn", "build", "check_options"]
 
@@ -185,7 +185,8 @@ def build(
             state = BuildState(
                 target, options, work, worker, out_path, signer, recorder.note, {"output": out_path, "device": options.device}
             )
-            run_steps(recorder, resources.guarded(STEPS), state)  # a full disk or memory in any step: a finding
+            # a full disk or memory in any step: a finding; a stop signal, whatever the step made of it: terminated
+            run_steps(recorder, signal_wins(resources.guarded(STEPS)), state)
             if options.minify or minify_mod.bisected_to_compiler(recorder.results):
                 # asked for, or the stage bisection found the compiler (Inductor or the package)
                 # departing first: then the minifier runs by itself, within AUTO_MINIFY_S

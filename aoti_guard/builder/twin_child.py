@@ -98,13 +98,12 @@ def main(argv: list[str]) -> int:
         # Below the release compile: on a busy host the release model's compile, which the build
         # waits on first, gets the cores first (the compile pool's workers inherit the niceness).
         os.nice(niceness)
-    import torch
-
     from aoti_guard.builder.compile import CompileError, compile_files
+    from aoti_guard.builder.saved_program import load_program
     from aoti_guard.pt2.writer import package_release
 
     try:
-        ep = torch.export.load(request["program"])
+        ep = load_program(request["program"])
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, and the parent compiles in-process
         text = str(exc)
         _write(

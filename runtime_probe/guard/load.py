@@ -25,7 +25,7 @@ from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
-from runtime_probe.guard.values import DeviceValues, resolve_mode, value_check, value_ranges
+from runtime_probe.guard.values import DeviceValues, check_mode_name, resolve_mode, value_check, value_ranges
 from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_kept_constants, read_weights_file
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import open_archive
@@ -77,7 +77,8 @@ def load(
     Raises:
         PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
             manifest (``.findings`` says which).
-        UsageError: a bad device string, model name or public key file.
+        UsageError: an argument of the wrong type, a path that no file can have (a NUL in it), a
+            bad device string, model name, check_values or public key file: before anything is read.
         ConstantsContractError: ``weights`` do not fit the package (``.constant`` names the first
             tensor refused); nothing was copied into the model.
         ToolError: this process cannot load it: ``.code`` is ``env.tmpdir_unusable`` (TMPDIR
@@ -87,12 +88,13 @@ def load(
     # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
     from runtime_probe.trust.signature import load_public_key
 
-    fspath = os.fspath(path)
+    fspath = _path_argument(path, "path")
+    _check_arguments(device, model, verify, check_values)
     key = None
     if public_key is not None:
         if not verify:
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
-        key = load_public_key(public_key)
+        key = load_public_key(_path_argument(public_key, "public_key"))
     # The bytes verified are the bytes loaded: a private copy, removed once torch has extracted it.
     # TMPDIR as given: torch extracts the package there too, and does not fall back to /tmp
     where = os.environ.get("TMPDIR") or None
@@ -111,6 +113,37 @@ def load(
     if weights is not None:
         guarded.load_constants(weights)
     return guarded
+
+
+def _path_argument(value: object, what: str) -> str:
+    """``value`` as a path string, or a UsageError that says what is wrong with it: os and open
+    would raise a bare TypeError (not a path) or ValueError (a NUL character) deep in the load."""
+    try:
+        text = os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise UsageError(
+            f"runtime_probe.load: {what} must be a path, not {type(value).__name__}", hint="pass a str or os.PathLike (pathlib.Path)"
+        ) from None
+    text = os.fsdecode(text)
+    if not text:
+        raise UsageError(f"runtime_probe.load: {what} is empty", hint="pass the .pt2 file's path")
+    if "\0" in text:
+        raise UsageError(
+            f"runtime_probe.load: {what} {text!r} holds a NUL character, which no file name can",
+            hint="pass the path as it is on disk (a NUL usually means a C string or a buffer was passed whole)",
+        )
+    return text
+
+
+def _check_arguments(device: object, model: object, verify: object, check_values: object) -> None:
+    """The other arguments' types and names, before anything is read or copied."""
+    if device is not None and not isinstance(device, str):
+        raise UsageError(f"runtime_probe.load: device must be a str, not {type(device).__name__}", hint="use 'cpu', 'cuda' or 'cuda:N'")
+    if not isinstance(model, str) or model not in (layout.RELEASE_MODEL, layout.TWIN_MODEL):
+        raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
+    if not isinstance(verify, bool):
+        raise UsageError(f"runtime_probe.load: verify must be a bool, not {type(verify).__name__}", hint="use verify=True or verify=False")
+    check_mode_name(check_values)
 
 
 def _tmpdir_error(exc: OSError, folder: str) -> ToolError:
@@ -178,8 +211,6 @@ def _load_verified(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise UsageError(f"{fspath} has no debug twin", hint="it was built with --no-debug-twin")
             load_path, model_name = twin, layout.TWIN_MODEL
-        elif model != layout.RELEASE_MODEL:
-            raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
         kept = read_kept_constants(archive, manifest) if tmp is None else None
     from runtime_probe.child.ops import make_loader
 

@@ -20,7 +20,17 @@ from runtime_probe.errors import InputContractError, UsageError
 from runtime_probe.guard.rules import Check
 from runtime_probe.package.manifest import Manifest
 
-__all__ = ["DEFAULT_MODE", "MODES", "DeviceValues", "device_problem", "resolve_mode", "value_check", "value_ranges", "with_value_check"]
+__all__ = [
+    "DEFAULT_MODE",
+    "MODES",
+    "DeviceValues",
+    "check_mode_name",
+    "device_problem",
+    "resolve_mode",
+    "value_check",
+    "value_ranges",
+    "with_value_check",
+]
 
 
 def with_value_check(check: Check, name: str, value_range: tuple[int, int], torch: Any) -> Check:
@@ -83,12 +93,18 @@ def resolve_mode(check_values: bool | str | None, device_type: str, manifest: Ma
         return "sync" if mode == "device" and device_problem(manifest) is not None else mode
     if isinstance(check_values, bool):
         return "sync" if check_values else "off"
-    if check_values not in MODES:
-        raise UsageError(f"unknown check_values {check_values!r}", hint="use True, False, 'sync', 'device' or 'off'")
+    check_mode_name(check_values)
     problem = device_problem(manifest) if check_values == "device" else None
     if problem is not None:
         raise UsageError(f"check_values='device' cannot cover this package: {problem}", hint="use check_values='sync'")
     return check_values
+
+
+def check_mode_name(check_values: object) -> None:
+    """UsageError unless ``check_values`` is None, a bool or a mode's name (the guarded loader asks
+    before it reads anything; ``resolve_mode`` again)."""
+    if check_values is not None and not isinstance(check_values, bool) and check_values not in MODES:
+        raise UsageError(f"unknown check_values {check_values!r}", hint="use True, False, 'sync', 'device' or 'off'")
 
 
 def device_problem(manifest: Manifest) -> str | None:

@@ -31,7 +31,9 @@ def _export(program_path: str, onnx_path: str) -> list[str]:
     """Export the saved program to ``onnx_path``; returns the files written (model + external data)."""
     import torch
 
-    ep = torch.export.load(program_path)
+    from aoti_guard.builder.saved_program import load_program
+
+    ep = load_program(program_path)
     # For an ExportedProgram, args/kwargs/dynamic_shapes are ignored: the program's own symbolic
     # shapes are kept, so the boundary samples can run. dynamo=True is the default from torch 2.9
     # on (we support 2.11+); said anyway, so an older default cannot pick the TorchScript exporter.

@@ -7,6 +7,12 @@ and nothing of aoti-guard: it compiles the program with ``aoti_compile_and_packa
 build's Inductor configs, runs it and ``torch.compile`` of the same program on the inputs, and
 compares both with ``ep.module()`` (the stage bisection established that the exported program
 agrees with eager). It exits 1 while the difference reproduces.
+
+A repro folder travels (it is attached to an issue), and ``torch.export.load`` runs what a hostile
+``program.pt2`` holds (aoti_guard/builder/saved_program.py says how). The folder's program is this
+build's own save of a program that passed ``load_program``; the script, plain torch by design,
+forces ``torch.load`` to weights-only (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``), which stops the pickles
+but not the expressions and guards: a repro folder from someone else is code, like their model.
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ def compare(name, got, want):
 
 
 def main():
+    # a repro folder may come from someone else: torch.load takes tensors only (torch reads it per call)
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     ep = torch.export.load(os.path.join(HERE, "program.pt2"))
     args, kwargs = torch.load(os.path.join(HERE, "inputs.pt"), weights_only=True)
     args, kwargs = pytree.tree_map(lambda v: v.to(DEVICE) if isinstance(v, torch.Tensor) else v, (args, kwargs))
