@@ -1,3 +1,5 @@
+"""``python -m runtime_probe``: the probe's command line with the standard library only (runtime_probe/cli.py)."""
+
 from __future__ import annotations
 
 import sys
