@@ -102,8 +102,16 @@ class PackageRejected(GuardError):
     exit_code = 1
 
     def __init__(self, message: str, findings: Sequence[object], *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
+        # a serving log shows the message alone: the first error's code and reason go in it (issue
+        # 44: "is not a usable package" with the reason only in .findings), its hint when none given
         self.findings = list(findings)
+        errors = [f for f in self.findings if str(getattr(getattr(f, "severity", None), "value", "")) == "error"]
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more error(s) in .findings)" if len(errors) > 1 else ""
+            message = f"{message}: {getattr(first, 'code', '?')}: {getattr(first, 'message', first)}{more}"
+            hint = hint if hint is not None else getattr(first, "hint", None)
+        super().__init__(message, hint=hint)
 
 
 class ConstantsContractError(GuardError, ValueError):

@@ -35,3 +35,12 @@ def test_the_lane_runs_the_readme_lines_before_its_own_installs() -> None:
     assert lane.index('bash scripts/readme_install.sh "$VENV"') < lane.index('-c "$VENV/constraints.txt" -e')
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_install_lines.py")], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == install_lines((ROOT / "README.md").read_text())
+
+
+def test_the_signing_extra_says_what_needs_it() -> None:
+    """Issue 44: the README said signing works without ``cryptography``; keygen then exited 3.
+    keygen and sign need it; verifying does not (runtime_probe's pure-Python verifier)."""
+    readme = (ROOT / "README.md").read_text()
+    (line,) = [x for x in readme.splitlines() if x.startswith("pip install '.[signing]'")]
+    comment = line.split("#", 1)[1]
+    assert "keygen and sign" in comment and "works without" not in comment
