@@ -75,11 +75,11 @@ AOTInductorModel::AOTInductorModel(std::shared_ptr<ConstantMap> constants_map,
     constants_info_[1].shape = {16L};
     constants_info_[1].original_fqn = "lin.bias";
     constants_info_[2].shape = {};
-    constants_info_[""" + "9" * 5000 + """].name = "too_many_digits";
+    constants_info_[DIGITS].name = "too_many_digits";
 }
 // Compile cmd
 // g++ x.cpp -march=native -mavx2 -mfma -O3
-"""
+""".replace("DIGITS", "9" * 5000)
     facts = parse_wrapper_cpp(text)
     assert (facts.num_constants, facts.include_weights) == (2, True)
     assert [(c.index, c.name, c.original_fqn, c.dtype, c.shape) for c in facts.constants] == [
