@@ -8,11 +8,12 @@ instead of failing later with an AttributeError deep inside a check.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union
+
+from runtime_probe.formats.numbers import NumberError, finite_float, json_int
 
 __all__ = ["SerdeError", "from_jsonable", "to_jsonable"]
 
@@ -22,11 +23,13 @@ _MAX_DEPTH = 64
 
 
 class SerdeError(ValueError):
-    """A JSON value does not have the shape a dataclass field needs. ``path`` says where."""
+    """A JSON value does not have the shape a dataclass field needs. ``path`` says where.
+    ``kind_ok``: the value had the right kind but a wrong value (a number out of range)."""
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, *, kind_ok: bool = False) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+        self.kind_ok = kind_ok
 
 
 # Optional fields added after a schema shipped: written only when set, so a manifest without them
@@ -67,6 +70,12 @@ def from_jsonable(cls: type[T], data: Any, path: str = "$") -> T:
     return typing.cast(T, _convert(cls, data, path, 0))
 
 
+def _key(key: object) -> str:
+    """A key as a path shows it: bounded (a hostile key can be megabytes long)."""
+    text = str(key)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -89,9 +98,9 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
                 return _convert(option, value, path, depth + 1)
             except SerdeError as exc:
                 errors.append(exc)
-        deeper = [e for e in errors if e.path != path]
+        deeper = [e for e in errors if e.path != path or e.kind_ok]
         if deeper:
-            # The value had the right kind for an option but was wrong inside: say where.
+            # The value had the right kind for an option but was wrong inside: say where (and why).
             raise max(deeper, key=lambda e: len(e.path))
         names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in options)
         raise SerdeError(path, f"expected {names}, found {_type_name(value)}")
@@ -108,7 +117,7 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
         args = typing.get_args(tp) or (str, Any)
         if not isinstance(value, dict):
             raise SerdeError(path, f"expected an object, found {_type_name(value)}")
-        return {str(k): _convert(args[1], v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+        return {str(k): _convert(args[1], v, f"{path}.{_key(k)}", depth + 1) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise SerdeError(path, f"expected an object, found {_type_name(value)}")
@@ -127,16 +136,8 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
         if not isinstance(value, bool):
             raise SerdeError(path, f"expected a boolean, found {_type_name(value)}")
         return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SerdeError(path, f"expected an integer, found {_type_name(value)}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SerdeError(path, f"expected a number, found {_type_name(value)}")
-        if not math.isfinite(value):
-            raise SerdeError(path, f"expected a finite number, found {value}")
-        return float(value)
+    if tp is int or tp is float:
+        return _number(json_int if tp is int else finite_float, value, path)
     if tp is str:
         if not isinstance(value, str):
             raise SerdeError(path, f"expected a string, found {_type_name(value)}")
@@ -148,9 +149,20 @@ def _check_json_value(value: Any, path: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise SerdeError(path, "nested too deeply")
     if isinstance(value, dict):
-        return {k: _check_json_value(v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+        return {k: _check_json_value(v, f"{path}.{_key(k)}", depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_check_json_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SerdeError(path, f"expected a finite number, found {value}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _number(json_int, value, path)
+    if isinstance(value, float):
+        return _number(finite_float, value, path)
     return value
+
+
+def _number(read: Any, value: Any, path: str) -> Any:
+    """A number through the one reader of numbers (formats/numbers.py), its refusal said at ``path``."""
+    try:
+        return read(value)
+    except NumberError as exc:
+        right_kind = isinstance(value, (int, float)) and not isinstance(value, bool)
+        raise SerdeError(path, str(exc), kind_ok=right_kind) from None

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_probe.formats.numbers import NumberError, schema_version
 from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
 # 1.6: ConstantSpec.runtime_fqn (a 1.5 reader ignores it and expects the program's name: it
 # reports a renamed constant as unexpected, as every 1.5 probe did)
 MANIFEST_SCHEMA_VERSION = "1.6"
+_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.6")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -378,12 +380,6 @@ class Manifest:
         return next((t for t in self.golden.tolerances if t.output == output), None)
 
 
-def schema_major(version: object) -> int | None:
-    text = str(version)
-    head = text.split(".", 1)[0]
-    return int(head) if head.isdigit() and len(head) < 6 else None
-
-
 def _reject_constant(name: str) -> Any:
     # JSON has no NaN/Infinity; Python's json accepts them unless told otherwise.
     raise ValueError(f"non-standard JSON constant {name}")
@@ -400,17 +396,16 @@ def parse_manifest(raw: bytes) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError("manifest.invalid", f"manifest is a JSON {type(data).__name__}, not an object")
     version = data.get("schema_version")
-    major = schema_major(version)
-    if major is None or not isinstance(version, (str, int)):
-        raise ManifestError("manifest.invalid", f"manifest has no usable schema_version ({str(version)[:40]!r})")
-    ours = schema_major(MANIFEST_SCHEMA_VERSION)
-    if ours is not None and major > ours:
+    try:
+        major, _ = schema_version(version, "the manifest's schema_version", MANIFEST_SCHEMA_VERSION)
+    except NumberError as exc:
+        raise ManifestError("manifest.invalid", str(exc)) from None
+    if major > _OUR_MAJOR:
         raise ManifestError(
             "manifest.unsupported_version",
             f"manifest schema {version} is newer than this reader supports ({MANIFEST_SCHEMA_VERSION})",
             found=str(version),
         )
-    data = {**data, "schema_version": str(version)}
     try:
         return from_jsonable(Manifest, data, "manifest")
     except SerdeError as exc:
