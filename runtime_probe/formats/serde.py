@@ -23,13 +23,11 @@ _MAX_DEPTH = 64
 
 
 class SerdeError(ValueError):
-    """A JSON value does not have the shape a dataclass field needs. ``path`` says where.
-    ``kind_ok``: the value had the right kind but a wrong value (a number out of range)."""
+    """A JSON value does not have the shape a dataclass field needs. ``path`` says where."""
 
-    def __init__(self, path: str, message: str, *, kind_ok: bool = False) -> None:
+    def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
-        self.kind_ok = kind_ok
 
 
 # Optional fields added after a schema shipped: written only when set, so a manifest without them
@@ -80,32 +78,50 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _origin_args(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    if tp not in _ORIGINS:
+        _ORIGINS[tp] = (typing.get_origin(tp), typing.get_args(tp))
+    return _ORIGINS[tp]
+
+
+_ORIGINS: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _fits(option: Any, value: Any) -> bool:
+    """Whether ``value`` is of the JSON kind ``option`` reads (any number for int and float: a
+    float given for an int is then refused by the number reader, which says why)."""
+    if option is Any:
+        return True
+    if option is bool or option is str:
+        return isinstance(value, option)
+    if option is int or option is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, list) if _origin_args(option)[0] is tuple else isinstance(value, dict)
+
+
 def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise SerdeError(path, "nested too deeply")
-    origin = typing.get_origin(tp)
+    origin, args = _origin_args(tp)
     if tp is Any:
         return _check_json_value(value, path, depth)
     if origin in (Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
+        if value is None and type(None) in args:
             return None
+        # Only the options of the value's own kind are tried: a value is never converted twice
+        # over (an exception per element made 60,000 sizes cost seconds), and a refusal says what
+        # was wrong inside the one that fits.
         errors: list[SerdeError] = []
-        for option in options:
-            if option is type(None):
-                continue
+        for option in (o for o in args if o is not type(None) and _fits(o, value)):
             try:
                 return _convert(option, value, path, depth + 1)
             except SerdeError as exc:
                 errors.append(exc)
-        deeper = [e for e in errors if e.path != path or e.kind_ok]
-        if deeper:
-            # The value had the right kind for an option but was wrong inside: say where (and why).
-            raise max(deeper, key=lambda e: len(e.path))
-        names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in options)
+        if errors:
+            raise max(errors, key=lambda e: len(e.path))
+        names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in args)
         raise SerdeError(path, f"expected {names}, found {_type_name(value)}")
     if origin is tuple:
-        args = typing.get_args(tp)
         if not isinstance(value, list):
             raise SerdeError(path, f"expected a list, found {_type_name(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
@@ -114,7 +130,7 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
             raise SerdeError(path, f"expected {len(args)} items, found {len(value)}")
         return tuple(_convert(a, v, f"{path}[{i}]", depth + 1) for i, (a, v) in enumerate(zip(args, value)))
     if origin in (dict, Mapping) or tp is dict:
-        args = typing.get_args(tp) or (str, Any)
+        args = args or (str, Any)
         if not isinstance(value, dict):
             raise SerdeError(path, f"expected an object, found {_type_name(value)}")
         return {str(k): _convert(args[1], v, f"{path}.{_key(k)}", depth + 1) for k, v in value.items()}
@@ -164,5 +180,4 @@ def _number(read: Any, value: Any, path: str) -> Any:
     try:
         return read(value)
     except NumberError as exc:
-        right_kind = isinstance(value, (int, float)) and not isinstance(value, bool)
-        raise SerdeError(path, str(exc), kind_ok=right_kind) from None
+        raise SerdeError(path, str(exc)) from None

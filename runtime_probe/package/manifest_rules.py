@@ -9,6 +9,7 @@ path outside a temporary folder.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from collections.abc import Iterator
@@ -215,7 +216,17 @@ def _tensor_problems(what: str, t: TensorSpec) -> Iterator[str]:
 
 
 def _expr_problems(what: str, expr: str) -> Iterator[str]:
+    why = _expr_error(expr)
+    if why is not None:
+        yield f"gives {what} a size expression that is not arithmetic over its symbols ({why})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _expr_error(expr: str) -> str | None:
+    """Why ``expr`` does not compile, or None. Cached: a manifest repeats the same few
+    expressions (``batch``) over thousands of sizes and strides, each an ``ast.parse``."""
     try:
         _symexpr.compile_expr(expr)
     except _symexpr.ExprError as exc:
-        yield f"gives {what} a size expression that is not arithmetic over its symbols ({str(exc)[:80]})"
+        return str(exc)[:80]
+    return None
