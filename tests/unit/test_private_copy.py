@@ -92,3 +92,23 @@ def test_a_read_error_is_the_packages_finding_not_the_tmpdirs(tmp_path: Path, mo
     report = probe_run.probe(pkg, ProbeOptions(verify_only=True))
     codes = [f.code for p in report.phases for f in p.findings]
     assert codes == ["archive.unreadable"] and report.exit_code == 1, codes
+
+
+def test_a_hole_between_entries_is_refused_in_place(tmp_path: Path) -> None:
+    # gigabytes between two entries pass every check but this one: nothing copied
+    from tests.hostile.zipcraft import Raw, central_header, end_record, local_header
+
+    first, second = Raw("m/archive_format", b"pt2"), Raw("m/data/aotinductor/model/a.so", b"\x7fELF")
+    holed = tmp_path / "m.pt2"
+    with open(holed, "wb") as fh:
+        fh.write(local_header(first) + first.data)
+        fh.seek(2 << 30)  # a 2 GB hole
+        second_at = fh.tell()
+        fh.write(local_header(second) + second.data)
+        cd_at = fh.tell()
+        directory = central_header(first, 0) + central_header(second, second_at)
+        fh.write(directory + end_record(2, len(directory), cd_at))
+    with pytest.raises(PackageRejected) as info:
+        private_copy(str(holed), str(tmp_path / "private"))
+    assert [f.code for f in info.value.findings] == ["archive.ambiguous"]  # type: ignore[attr-defined]
+    assert not (tmp_path / "private").exists()
