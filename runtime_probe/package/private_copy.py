@@ -24,7 +24,7 @@ from runtime_probe.errors import PackageRejected
 from runtime_probe.findings import Finding, error, has_errors
 from runtime_probe.package.archive import PHASE, Limits, check_in_place, open_package_file
 
-__all__ = ["private_copy", "read_error_finding", "tmpdir_finding"]
+__all__ = ["private_copy", "tmpdir_finding"]
 
 _CHUNK = 8 << 20
 
@@ -67,7 +67,7 @@ def _copy(src: int, dst: int, size: int, path: str) -> None:
         try:
             chunk = os.pread(src, min(_CHUNK, size - offset), offset)
         except OSError as exc:
-            raise PackageRejected(f"{path} cannot be read", [read_error_finding(path, offset, exc)]) from None
+            raise PackageRejected(f"{path} cannot be read", [_read_error(path, offset, exc)]) from None
         if not chunk:
             raise PackageRejected(f"{path} changed while it was copied", [_shrank(path, size, offset)])
         view = memoryview(chunk)
@@ -77,7 +77,7 @@ def _copy(src: int, dst: int, size: int, path: str) -> None:
         offset += len(chunk)
 
 
-def read_error_finding(path: str, offset: int, exc: OSError) -> Finding:
+def _read_error(path: str, offset: int, exc: OSError) -> Finding:
     """``archive.unreadable`` for a read of the package itself that failed (EIO, a network file
     system gone): the package's problem, never the temporary folder's."""
     return error(
