@@ -18,7 +18,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import Severity
-from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
+from runtime_probe.package.archive import READ_ERRORS, Archive, file_digest, open_archive, open_package_file
 from runtime_probe.package.manifest import (
     MAX_MANIFEST_BYTES,
     CompactSample,
@@ -86,37 +86,50 @@ class PackageDiff:
 
 
 def _read(path: str, label: str) -> tuple[Manifest, dict[str, Any]]:
-    """The package's manifest and its file facts (path, bytes, sha256, signer). Raises UsageError
-    (exit 2) when there is nothing to compare: no file, not a usable zip, no or a bad manifest."""
+    """The package's manifest and its file facts (path, bytes, sha256, signer), all read through
+    one open descriptor: the sha256 is that of the bytes whose manifest is compared, even while a
+    writer replaces the path. Raises UsageError (exit 2) when there is nothing to compare: no
+    file, not a usable zip, no or a bad manifest. Every name in a message is cleaned for the
+    terminal (``clean``, which is ``escaping.for_terminal``): the path, the manifest's own keys and values."""
+    shown = clean(path)
     if not os.path.isfile(path):
-        raise UsageError(f"{label} {path}: no such file", hint="give two .pt2 packages: aoti-guard diff A.pt2 B.pt2")
-    archive, findings = open_archive(path)
-    if archive is None:
-        first = next((f for f in findings if f.severity is Severity.ERROR), None)
-        raise UsageError(
-            f"{label} {path} cannot be read as a package: {first.message if first else 'not a .pt2 archive'}",
-            hint=f"check it with: python -m runtime_probe {path} --verify-only",
-        )
-    with archive:
-        if not archive.has(layout.MANIFEST):
-            raise UsageError(
-                f"{label} {path} has no manifest (a plain AOTI package): there is no contract to compare",
-                hint=f"aoti-guard inspect {path} shows what it holds; build it with aoti-guard build to get a manifest",
-            )
+        raise UsageError(f"{label} {shown}: no such file", hint="give two .pt2 packages: aoti-guard diff A.pt2 B.pt2")
+    check = f"check it with: python -m runtime_probe {shown} --verify-only"
+    with open_package_file(path) as fh:
         try:
-            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
-        except ManifestError as exc:
-            raise UsageError(f"{label} {path}: {exc}", hint=f"check it with: python -m runtime_probe {path} --verify-only") from None
-        except READ_ERRORS as exc:
-            raise UsageError(f"{label} {path}: the manifest cannot be read: {str(exc)[:200]}") from None
-        signer: str | None = None
-        if archive.has(layout.SIGNATURE):
-            try:
-                signer = f"key {read_signature(archive).key_id[:80]}"
-            except (SignatureFormatError, *READ_ERRORS):
-                signer = "an unreadable signature entry"
-    facts = {"path": os.path.abspath(path), "bytes": os.path.getsize(path), "sha256": sha256_file(path), "signed": signer}
+            size, digest = file_digest(fh)
+        except OSError as exc:
+            raise UsageError(f"{label} {shown} cannot be read: {exc.strerror or exc}", hint="copy the package to a healthy disk") from None
+        archive, findings = open_archive(path, fh=fh)
+        if archive is None:
+            first = next((f for f in findings if f.severity is Severity.ERROR), None)
+            why = clean(first.message) if first else "not a .pt2 archive"
+            raise UsageError(f"{label} {shown} cannot be read as a package: {why}", hint=check)
+        with archive:
+            manifest, signer = _manifest_and_signer(archive, label, shown, check)
+    facts = {"path": os.path.abspath(path), "bytes": size, "sha256": digest, "signed": signer}
     return manifest, facts
+
+
+def _manifest_and_signer(archive: Archive, label: str, shown: str, check: str) -> tuple[Manifest, str | None]:
+    if not archive.has(layout.MANIFEST):
+        raise UsageError(
+            f"{label} {shown} has no manifest (a plain AOTI package): there is no contract to compare",
+            hint=f"aoti-guard inspect {shown} shows what it holds; build it with aoti-guard build to get a manifest",
+        )
+    try:
+        manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+    except ManifestError as exc:  # its message quotes the manifest's own keys: ESC, CR, bidi controls
+        raise UsageError(f"{label} {shown}: {clean(exc)}", hint=check) from None
+    except READ_ERRORS as exc:
+        raise UsageError(f"{label} {shown}: the manifest cannot be read: {clean(str(exc)[:200])}", hint=check) from None
+    signer: str | None = None
+    if archive.has(layout.SIGNATURE):
+        try:
+            signer = f"key {read_signature(archive).key_id[:80]}"
+        except (SignatureFormatError, *READ_ERRORS):
+            signer = "an unreadable signature entry"
+    return manifest, signer
 
 
 def diff_packages(a: str, b: str) -> PackageDiff:

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from runtime_probe import layout
+from runtime_probe.errors import UsageError
 from runtime_probe.formats import elf as _elf
 from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
-from runtime_probe.package.archive import READ_ERRORS, open_archive, sha256_file
+from runtime_probe.package.archive import READ_ERRORS, Archive, file_digest, open_archive, open_package_file
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
 from runtime_probe.report import clean
@@ -38,51 +39,66 @@ WITHOUT_MANIFEST = [
 
 
 def inspect_package(path: str) -> dict[str, Any]:
-    archive, findings = open_archive(path)
-    data: dict[str, Any] = {
-        "schema_version": INSPECT_SCHEMA_VERSION,
-        "kind": "inspect",
-        "path": os.path.abspath(path),
-        "bytes": os.path.getsize(path),
-        "sha256": sha256_file(path),
-    }
-    data["problems"] = [f.to_dict() for f in findings]
-    if archive is None:
-        return data
-    with archive:
-        data["root"] = archive.root
-        data["entries"] = [{"name": e.rel, "bytes": e.size} for e in sorted(archive.entries.values(), key=lambda e: e.rel)]
-        data["models"] = {name: _model(archive, layout.model_dir(name)) for name in archive.models()}
-        if archive.has(layout.MANIFEST):
-            try:
-                manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
-            except ManifestError as exc:
-                data["problems"].append({"code": exc.code, "message": str(exc)})
-            except READ_ERRORS as exc:
-                data["problems"].append({"code": "manifest.invalid", "message": f"the manifest cannot be read: {str(exc)[:300]}"})
-            else:
-                data["problems"] += [f.to_dict() for f in check_manifest(manifest, archive)]
-                data["manifest"] = manifest_to_dict(manifest)
-                twin = manifest.twin
-                if twin is not None:
-                    data["debug_twin"] = {
-                        **_model(archive, twin.entry_prefix),
-                        "model_name": twin.model_name,
-                        "stored_under": twin.entry_prefix,
-                        "weights": twin.weights,
-                    }
-        else:
-            data["missing"] = WITHOUT_MANIFEST
-        data["signed"] = archive.has(layout.SIGNATURE)
-        if data["signed"]:
-            try:
-                entry = read_signature(archive)
-                data["signature"] = {"algorithm": entry.algorithm[:40], "key_id": entry.key_id[:80]}
-            except (SignatureFormatError, *READ_ERRORS) as exc:
-                data["problems"].append(
-                    {"code": "archive.signature_invalid", "message": f"the signature entry cannot be used: {str(exc)[:200]}"}
-                )
+    """What the package at ``path`` holds, as the inspect JSON. The file is opened once: its size
+    and sha256 are those of the bytes parsed, even while a writer replaces the path.
+
+    Raises:
+        UsageError: the path is missing, unreadable or not a regular file.
+    """
+    with open_package_file(path) as fh:
+        try:
+            size, digest = file_digest(fh)
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}", hint="copy the package to a healthy disk") from None
+        archive, findings = open_archive(path, fh=fh)
+        data: dict[str, Any] = {
+            "schema_version": INSPECT_SCHEMA_VERSION,
+            "kind": "inspect",
+            "path": os.path.abspath(path),
+            "bytes": size,
+            "sha256": digest,
+            "problems": [f.to_dict() for f in findings],
+        }
+        if archive is not None:
+            with archive:
+                _inspect_archive(archive, data)
     return data
+
+
+def _inspect_archive(archive: Archive, data: dict[str, Any]) -> None:
+    """The archive's part of the inspection: entries, models, manifest, signature."""
+    data["root"] = archive.root
+    data["entries"] = [{"name": e.rel, "bytes": e.size} for e in sorted(archive.entries.values(), key=lambda e: e.rel)]
+    data["models"] = {name: _model(archive, layout.model_dir(name)) for name in archive.models()}
+    if archive.has(layout.MANIFEST):
+        try:
+            manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
+        except ManifestError as exc:
+            data["problems"].append({"code": exc.code, "message": str(exc)})
+        except READ_ERRORS as exc:
+            data["problems"].append({"code": "manifest.invalid", "message": f"the manifest cannot be read: {str(exc)[:300]}"})
+        else:
+            data["problems"] += [f.to_dict() for f in check_manifest(manifest, archive)]
+            data["manifest"] = manifest_to_dict(manifest)
+            twin = manifest.twin
+            if twin is not None:
+                data["debug_twin"] = {
+                    **_model(archive, twin.entry_prefix),
+                    "model_name": twin.model_name,
+                    "stored_under": twin.entry_prefix,
+                    "weights": twin.weights,
+                }
+    else:
+        data["missing"] = WITHOUT_MANIFEST
+    data["signed"] = archive.has(layout.SIGNATURE)
+    if data["signed"]:
+        try:
+            entry = read_signature(archive)
+            data["signature"] = {"algorithm": entry.algorithm[:40], "key_id": entry.key_id[:80]}
+        except (SignatureFormatError, *READ_ERRORS) as exc:
+            data["problems"].append(
+                {"code": "archive.signature_invalid", "message": f"the signature entry cannot be used: {str(exc)[:200]}"}
+            )
 
 
 def _model(archive: Any, prefix: str) -> dict[str, Any]:
@@ -223,7 +239,6 @@ def emit_inspection(path: str, json_path: str | None = None) -> int:
     """Inspect ``path``; write the JSON to ``json_path`` ('-': stdout) and the text to stdout (to
     stderr when the JSON takes stdout). Returns the exit code: 0, or 1 when ``problems`` is not
     empty. Raises UsageError (exit 2) for a missing package or a --json path that would destroy it."""
-    from runtime_probe.errors import UsageError
     from runtime_probe.output import check_report_path, is_stdout, write_output
     from runtime_probe.paths import Paths, Read, Write
 

@@ -18,11 +18,13 @@ from typing import Any
 from runtime_probe.errors import ToolError
 from runtime_probe.escaping import for_terminal
 from runtime_probe.findings import Finding, Severity, exit_code_of
+from runtime_probe.formats.numbers import NumberError, finite_float, schema_version
 from runtime_probe.output import write_atomic, write_output
 
 __all__ = ["REPORT_SCHEMA_VERSION", "PhaseResult", "Report", "clean", "render_text", "write_atomic", "write_json", "write_junit"]
 
 REPORT_SCHEMA_VERSION = "1.1"  # 1.1: ``strict``
+_OUR_MAJOR = schema_version(REPORT_SCHEMA_VERSION, "REPORT_SCHEMA_VERSION", "1.1")[0]
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
@@ -48,10 +50,16 @@ class PhaseResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PhaseResult:
+        """Read one phase back. Raises ToolError for a ``seconds`` that is no finite number;
+        KeyError, TypeError or ValueError for a missing or malformed field."""
+        try:
+            seconds = finite_float(data.get("seconds", 0.0))
+        except NumberError as exc:
+            raise ToolError(f"the report's phase {str(data.get('name'))[:40]!r} has seconds that cannot be read: {exc}") from None
         return cls(
             name=str(data["name"]),
             status=str(data["status"]),
-            seconds=float(data.get("seconds", 0.0)),
+            seconds=seconds,
             findings=tuple(Finding.from_dict(f) for f in data.get("findings", [])),
             detail=dict(data.get("detail") or {}),
         )
@@ -120,12 +128,19 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        """Read a report written by this or an older tool; refuse a newer major schema."""
-        version = str(data.get("schema_version", ""))
-        major = version.split(".", 1)[0]
-        if not major.isdigit():
-            raise ToolError(f"report has no usable schema_version ({version!r})")
-        if int(major) > int(REPORT_SCHEMA_VERSION.split(".")[0]):
+        """Read a report written by this or an older tool; refuse a newer major schema.
+
+        Raises:
+            ToolError: no usable ``schema_version`` (MAJOR.MINOR, a string), a newer major one, or
+                a number that cannot be read (a phase's seconds).
+            KeyError, TypeError, ValueError: a missing or malformed field.
+        """
+        version = data.get("schema_version")
+        try:
+            major, _ = schema_version(version, "the report's schema_version", REPORT_SCHEMA_VERSION)
+        except NumberError as exc:
+            raise ToolError(str(exc), hint="read a report that runtime_probe or aoti-guard wrote") from None
+        if major > _OUR_MAJOR:
             raise ToolError(
                 f"report schema {version} is newer than this reader ({REPORT_SCHEMA_VERSION})",
                 hint="upgrade aoti-guard / runtime_probe on this side",

@@ -8,11 +8,12 @@ instead of failing later with an AttributeError deep inside a check.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union
+
+from runtime_probe.formats.numbers import NumberError, finite_float, json_int
 
 __all__ = ["SerdeError", "from_jsonable", "to_jsonable"]
 
@@ -69,36 +70,60 @@ def from_jsonable(cls: type[T], data: Any, path: str = "$") -> T:
     return typing.cast(T, _convert(cls, data, path, 0))
 
 
+def _key(key: object) -> str:
+    """A key as a path shows it: bounded (a hostile key can be megabytes long)."""
+    text = str(key)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _origin_args(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    if tp not in _ORIGINS:
+        _ORIGINS[tp] = (typing.get_origin(tp), typing.get_args(tp))
+    return _ORIGINS[tp]
+
+
+_ORIGINS: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _fits(option: Any, value: Any) -> bool:
+    """Whether ``value`` is of the JSON kind ``option`` reads (any number for int and float: a
+    float given for an int is then refused by the number reader, which says why)."""
+    if option is Any:
+        return True
+    if option is bool or option is str:
+        return isinstance(value, option)
+    if option is int or option is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, list) if _origin_args(option)[0] is tuple else isinstance(value, dict)
 
 
 def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise SerdeError(path, "nested too deeply")
-    origin = typing.get_origin(tp)
+    origin, args = _origin_args(tp)
     if tp is Any:
         return _check_json_value(value, path, depth)
     if origin in (Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
+        if value is None and type(None) in args:
             return None
+        # Only the options of the value's own kind are tried: a value is never converted twice
+        # over (an exception per element made 60,000 sizes cost seconds), and a refusal says what
+        # was wrong inside the one that fits.
         errors: list[SerdeError] = []
-        for option in options:
-            if option is type(None):
-                continue
+        for option in (o for o in args if o is not type(None) and _fits(o, value)):
             try:
                 return _convert(option, value, path, depth + 1)
             except SerdeError as exc:
                 errors.append(exc)
-        deeper = [e for e in errors if e.path != path]
-        if deeper:
-            # The value had the right kind for an option but was wrong inside: say where.
-            raise max(deeper, key=lambda e: len(e.path))
-        names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in options)
+        if errors:
+            raise max(errors, key=lambda e: len(e.path))
+        names = " or ".join("null" if o is type(None) else getattr(o, "__name__", str(o)) for o in args)
         raise SerdeError(path, f"expected {names}, found {_type_name(value)}")
     if origin is tuple:
-        args = typing.get_args(tp)
         if not isinstance(value, list):
             raise SerdeError(path, f"expected a list, found {_type_name(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
@@ -107,10 +132,10 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
             raise SerdeError(path, f"expected {len(args)} items, found {len(value)}")
         return tuple(_convert(a, v, f"{path}[{i}]", depth + 1) for i, (a, v) in enumerate(zip(args, value)))
     if origin in (dict, Mapping) or tp is dict:
-        args = typing.get_args(tp) or (str, Any)
+        args = args or (str, Any)
         if not isinstance(value, dict):
             raise SerdeError(path, f"expected an object, found {_type_name(value)}")
-        return {str(k): _convert(args[1], v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+        return {str(k): _convert(args[1], v, f"{path}.{_key(k)}", depth + 1) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise SerdeError(path, f"expected an object, found {_type_name(value)}")
@@ -129,16 +154,8 @@ def _convert(tp: Any, value: Any, path: str, depth: int) -> Any:
         if not isinstance(value, bool):
             raise SerdeError(path, f"expected a boolean, found {_type_name(value)}")
         return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SerdeError(path, f"expected an integer, found {_type_name(value)}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SerdeError(path, f"expected a number, found {_type_name(value)}")
-        if not math.isfinite(value):
-            raise SerdeError(path, f"expected a finite number, found {value}")
-        return float(value)
+    if tp is int or tp is float:
+        return _number(json_int if tp is int else finite_float, value, path)
     if tp is str:
         if not isinstance(value, str):
             raise SerdeError(path, f"expected a string, found {_type_name(value)}")
@@ -150,9 +167,19 @@ def _check_json_value(value: Any, path: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise SerdeError(path, "nested too deeply")
     if isinstance(value, dict):
-        return {k: _check_json_value(v, f"{path}.{k}", depth + 1) for k, v in value.items()}
+        return {k: _check_json_value(v, f"{path}.{_key(k)}", depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_check_json_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SerdeError(path, f"expected a finite number, found {value}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _number(json_int, value, path)
+    if isinstance(value, float):
+        return _number(finite_float, value, path)
     return value
+
+
+def _number(read: Any, value: Any, path: str) -> Any:
+    """A number through the one reader of numbers (formats/numbers.py), its refusal said at ``path``."""
+    try:
+        return read(value)
+    except NumberError as exc:
+        raise SerdeError(path, str(exc)) from None

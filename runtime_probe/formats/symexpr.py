@@ -26,6 +26,16 @@ Cond = Callable[[Env], bool]
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_LEN = 2000
 _MAX_POWER = 8
+# Every value a size expression computes stays within 64 bits (torch's sizes are int64): without
+# a bound, ``((x**8)**8)**8...`` in a manifest, 120 characters, made the evaluation of x=2 run
+# out of time and memory (2**(8**12)), in the probe or the guarded loader.
+_LIMIT = 2**64
+
+
+def _checked(value: int) -> int:
+    if not -_LIMIT <= value <= _LIMIT:
+        raise ExprError("a size expression's value goes beyond 64 bits")
+    return value
 
 
 class ExprError(ValueError):
@@ -99,7 +109,7 @@ def _compile(node: ast.expr, depth: int) -> Fn:
     if depth > 50:
         raise ExprError("expression nested too deeply")
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        value = node.value
+        value = _checked(node.value)
         return lambda env: value
     if isinstance(node, ast.Name):
         name = node.id
@@ -120,11 +130,11 @@ def _compile(node: ast.expr, depth: int) -> Fn:
         if not (isinstance(power, ast.Constant) and type(power.value) is int and 0 <= power.value <= _MAX_POWER):
             raise ExprError(f"unsupported exponent {ast.dump(power)[:40]} (a constant 0..{_MAX_POWER} only)")
         base, n = _compile(node.left, depth + 1), power.value
-        return lambda env: int(base(env)) ** n
+        return lambda env: _checked(_checked(int(base(env))) ** n)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         op = _BINOPS[type(node.op)]
         left, right = _compile(node.left, depth + 1), _compile(node.right, depth + 1)
-        return lambda env: op(left(env), right(env))
+        return lambda env: _checked(op(left(env), right(env)))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS and not node.keywords:
         fn = _CALLS[node.func.id]
         args = [_compile(a, depth + 1) for a in node.args]

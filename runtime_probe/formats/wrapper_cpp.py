@@ -14,18 +14,25 @@ from dataclasses import dataclass, field
 
 __all__ = ["SizeCheck", "WrapperConstant", "WrapperFacts", "parse_wrapper_cpp", "size_checks"]
 
-_CONST = re.compile(r"constants_info_\[(\d+)\]\.(\w+)\s*=\s*(.*?);\s*$", re.M)
+# Every pattern here runs over hostile text (a package's wrapper.cpp, up to 256 MB), so each is
+# linear in it: anchored at a literal, numbers bounded, and no scan that the next start repeats.
+# The unanchored ``constants_info_\[(\d+)\]\.(\w+)\s*=\s*(.*?);\s*$`` rescanned the rest of the
+# line from every occurrence: 370 KB of ``constants_info_[0].a = `` took minutes (issue 40).
+# ``constants_info_[3].name = "lin_weight";``: one assignment per line, read line by line
+_CONST_HEAD = re.compile(r"constants_info_\[(\d{1,9})\]\.(\w+)\s*=")
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)")
-_INT_LIST = re.compile(r"\{([^}]*)\}")
-_QUOTED = re.compile(r'^"(.*)"$')
-# AOTInductorModelBase(num_inputs, num_outputs, num_constants, device_str, cubin_dir, include_weights)
-_BASE = re.compile(r"AOTInductorModelBase\(\s*(\d+),\s*(\d+),\s*(\d+),[^;{]*?,\s*(true|false)\s*\)")
+# AOTInductorModelBase(num_inputs, num_outputs, num_constants, device_str, cubin_dir, include_weights):
+# the counts after the literal, the flag searched for up to the call's end (its ``;`` or ``{``)
+_BASE_HEAD = re.compile(r"AOTInductorModelBase\(\s*(\d{1,9}),\s*(\d{1,9}),\s*(\d{1,9}),")
+_BASE_TAIL = re.compile(r",\s*(true|false)\s*\)")
 # cpp_wrapper_cpu.py's generated input checks (torch 2.11 .. 2.13):
 #   ss << "input_handles[0]: dim value is too large at 0, "
 #      << "expected to be <= 15, " << "but got: "
 _SIZE_CHECK = re.compile(
-    r'input_handles\[(\d+)\]: dim value is too (large|small) at (\d+), "\s*<<\s*"expected (?:it )?to be (<=|>=) (-?\d+)'
+    r'input_handles\[(\d{1,9})\]: dim value is too (large|small) at (\d{1,9}), "\s*<<\s*"expected (?:it )?to be (<=|>=) (-?\d{1,19})'
 )
+_COMPILE_CMD = re.compile(r"//\s*Compile cmd\s*\n//\s*(.+)")
+_ISA_FLAG = re.compile(r"-m(avx|fma|f16c|sse|amx|bmi|popcnt|vnni)")
 
 
 @dataclass(frozen=True)
@@ -67,34 +74,17 @@ class WrapperFacts:
 
 
 def parse_wrapper_cpp(text: str) -> WrapperFacts:
+    """What the generated source says; linear in its length, whatever it holds."""
     facts = WrapperFacts()
     by_index: dict[int, WrapperConstant] = {}
-    for m in _CONST.finditer(text):
-        idx, attr, value = int(m.group(1)), m.group(2), m.group(3).strip()
-        c = by_index.setdefault(idx, WrapperConstant(idx))
-        quoted = _QUOTED.match(value)
-        if attr == "name" and quoted:
-            c.name = quoted.group(1)
-        elif attr == "original_fqn" and quoted:
-            c.original_fqn = quoted.group(1)
-        elif attr == "dtype":
-            d = _DTYPE.search(value)
-            c.dtype = d.group(1) if d else None
-        elif attr == "shape":
-            lst = _INT_LIST.search(value)
-            if lst is not None:
-                try:
-                    c.shape = tuple(int(x.strip().rstrip("L")) for x in lst.group(1).split(",") if x.strip())
-                except ValueError:
-                    c.shape = None
-        elif attr == "from_folded":
-            c.from_folded = value == "true"
-        elif attr == "type":
-            c.type = value.rsplit("::", 1)[-1].rstrip(")")
+    for line in text.split("\n"):
+        assignment = _constant_assignment(line)
+        if assignment is not None:
+            _set_constant_field(by_index, *assignment)
     facts.constants = [by_index[i] for i in sorted(by_index)]
-    base = _BASE.search(text)
+    base = _model_base(text)
     if base is not None:
-        facts.num_constants, facts.include_weights = int(base.group(3)), base.group(4) == "true"
+        facts.num_constants, facts.include_weights = base
     cmd = _compile_command(text)
     if cmd:
         facts.compile_command = cmd
@@ -102,14 +92,74 @@ def parse_wrapper_cpp(text: str) -> WrapperFacts:
         facts.compiler = parts[0] if parts else None
         march = [p.split("=", 1)[1] for p in parts if p.startswith("-march=")]
         facts.march = march[-1] if march else None
-        facts.isa_flags = tuple(sorted({p for p in parts if re.match(r"^-m(avx|fma|f16c|sse|amx|bmi|popcnt|vnni)", p)}))
+        facts.isa_flags = tuple(sorted({p for p in parts if _ISA_FLAG.match(p)}))
     return facts
+
+
+def _constant_assignment(line: str) -> tuple[int, str, str] | None:
+    """``constants_info_[i].attr = value;`` in one line: (i, attr, value), else None. The value
+    runs to the line's last ``;`` (a quoted name may hold one)."""
+    at = line.find("constants_info_[")
+    if at < 0:
+        return None
+    head = _CONST_HEAD.match(line, at)
+    if head is None:
+        return None
+    rest = line[head.end() :].rstrip()
+    if not rest.endswith(";"):
+        return None
+    return int(head.group(1)), head.group(2), rest[:-1].strip()
+
+
+def _set_constant_field(by_index: dict[int, WrapperConstant], idx: int, attr: str, value: str) -> None:
+    c = by_index.setdefault(idx, WrapperConstant(idx))
+    quoted = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else None
+    if attr == "name" and quoted is not None:
+        c.name = quoted
+    elif attr == "original_fqn" and quoted is not None:
+        c.original_fqn = quoted
+    elif attr == "dtype":
+        d = _DTYPE.search(value)
+        c.dtype = d.group(1) if d else None
+    elif attr == "shape":
+        c.shape = _int_list(value)
+    elif attr == "from_folded":
+        c.from_folded = value == "true"
+    elif attr == "type":
+        c.type = value.rsplit("::", 1)[-1].rstrip(")")
+
+
+def _int_list(value: str) -> tuple[int, ...] | None:
+    """``{16, 16}`` (``{16L}`` too) as a tuple; None when there is no braced list of integers."""
+    start = value.find("{")
+    end = value.find("}", start + 1) if start >= 0 else -1
+    if end < 0:
+        return None
+    try:
+        return tuple(int(x.strip().rstrip("L")) for x in value[start + 1 : end].split(",") if x.strip())
+    except ValueError:  # not an integer, or one of more digits than int() reads
+        return None
+
+
+def _model_base(text: str) -> tuple[int, bool] | None:
+    """(num_constants, include_weights) of the first ``AOTInductorModelBase(...)`` call whose
+    counts and flag read. A call whose flag is not found before its end (the next ``;`` or ``{``)
+    is skipped with every call that starts inside it (their flags would be searched for in the
+    same span), so each character is scanned once."""
+    pos = 0
+    while (head := _BASE_HEAD.search(text, pos)) is not None:
+        ends = [i for i in (text.find(";", head.end()), text.find("{", head.end())) if i >= 0]
+        end = min(ends) if ends else len(text)
+        tail = _BASE_TAIL.search(text, head.end(), end)
+        if tail is not None:
+            return int(head.group(3)), tail.group(1) == "true"
+        pos = end
+    return None
 
 
 def _compile_command(text: str) -> str | None:
     # The generated file ends with "// Compile cmd\n// g++ ...". Older releases had none.
-    tail = text[-20000:]
-    m = re.search(r"//\s*Compile cmd\s*\n//\s*(.+)", tail)
+    m = _COMPILE_CMD.search(text[-20000:])
     return m.group(1).strip() if m else None
 
 

@@ -8,7 +8,9 @@ entries and torch another. Overlapping entries are the other trick (one body sha
 entries: the "better zip bomb"), which Python 3.11's zipfile does not detect. So before trusting
 anything the zip says, require the layout every normal writer (torch, zipfile) produces: the
 archive starts at byte 0, the central directory sits where the end record says, nothing follows
-the end record, local headers agree with the central directory, and no two entries overlap.
+the end record, local headers agree with the central directory, no two entries overlap, and no
+byte between them belongs to none (but an entry's data descriptor): a hole there is a place to
+hide a second archive, or gigabytes that a reader would copy before checking anything.
 
 The end record is read first, before zipfile parses the central directory, so that a directory
 declaring millions of entries is refused without building millions of objects.
@@ -30,6 +32,9 @@ _EOCD64 = b"PK\x06\x06"
 _LOCATOR64 = b"PK\x06\x07"
 _LOCAL = b"PK\x03\x04"
 _EOCD_SIZE, _LOCATOR_SIZE, _EOCD64_SIZE, _LOCAL_SIZE = 22, 20, 56, 30
+# what may follow an entry's data with flag bit 3: CRC and two sizes (4 or 8 bytes each), with or
+# without the PK\x07\x08 signature (torch's writer puts the 16-byte form after every entry)
+_DESCRIPTOR_SIZES = frozenset({12, 16, 20, 24})
 MAX_PROBLEMS = 5
 
 
@@ -97,7 +102,7 @@ def read_end(fh: BinaryIO, size: int) -> End | EndProblem:
 def layout_problems(fh: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: End) -> list[str]:
     """What makes the entries' layout ambiguous (empty when nothing does)."""
     problems: list[str] = []
-    spans: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int, str, bool]] = []  # header, end of data, name, a data descriptor follows
     for info in sorted(infos, key=lambda i: i.header_offset):
         fh.seek(info.header_offset)
         header = fh.read(_LOCAL_SIZE)
@@ -111,18 +116,26 @@ def layout_problems(fh: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: End) ->
             elif (differs := _local_disagrees(header, info)) is not None:
                 problems.append(f"entry {info.filename[:120]!r} has another {differs} in its local header")
             end_of_data = info.header_offset + _LOCAL_SIZE + name_len + extra_len + info.compress_size
-            spans.append((info.header_offset, end_of_data, info.filename))
+            spans.append((info.header_offset, end_of_data, info.filename, bool(info.flag_bits & 0x8)))
         if len(problems) >= MAX_PROBLEMS:
             return problems
     if spans and spans[0][0] != 0:
         problems.append(f"starts with {spans[0][0]} byte(s) that belong to no entry")
-    for (_, end_of_data, name), (start, _, other) in itertools.pairwise(spans):
-        if start < end_of_data:
-            problems.append(f"has overlapping entries {name[:120]!r} and {other[:120]!r}")
-            if len(problems) >= MAX_PROBLEMS:
-                return problems
-    if spans and max(e for _, e, _ in spans) > end.cd_offset:
-        problems.append("has an entry that runs into its central directory")
+    # each entry against the next one, the last against the central directory
+    for (_, end_of_data, name, described), (start, _, other, _) in itertools.pairwise([*spans, (end.cd_offset, 0, "", False)]):
+        gap = start - end_of_data
+        if gap < 0:
+            problems.append(
+                f"has overlapping entries {name[:120]!r} and {other[:120]!r}"
+                if other
+                else "has an entry that runs into its central directory"
+            )
+        elif gap and gap not in (_DESCRIPTOR_SIZES if described else ()):
+            problems.append(
+                f"has {gap} byte(s) before {f'entry {other[:120]!r}' if other else 'its central directory'} that belong to no entry"
+            )
+        if len(problems) >= MAX_PROBLEMS:
+            return problems
     return problems
 
 

@@ -25,13 +25,45 @@ from runtime_probe.package.manifest import InputSpec, Manifest
 
 __all__ = ["Check", "InputChecker", "LeafInputs", "dotted"]
 
-_KEY = re.compile(r"\[(['\"])(.*?)\1\]|\[(\d+)\]")
+_INDEX = re.compile(r"\[(\d+)\]")
 
 
 def dotted(name: str) -> str:
-    """A leaf name in dotted form: ``past_key_values['key_cache'][0]`` -> ``past_key_values.key_cache.0``
-    (the form of the output names, so a decode loop can feed outputs back in)."""
-    return _KEY.sub(lambda m: "." + (m.group(2) if m.group(2) is not None else m.group(3)), name)
+    r"""A leaf name in dotted form: ``past_key_values['key_cache'][0]`` -> ``past_key_values.key_cache.0``
+    (the form of the output names, so a decode loop can feed outputs back in).
+
+    A key runs from ``['`` (or ``["``) to the first ``']`` (``"]``) after it on the same line, as
+    the pattern ``\[(['"])(.*?)\1\]`` read it; scanned by hand, because that pattern rescanned the
+    rest of the line from every ``['`` that had no end: a manifest's name of megabytes took hours."""
+    out: list[str] = []
+    # per quote, the end of the line where it has no closing ``q]`` after some start: none after
+    # a later start on that line either, so that line is not searched again
+    unclosed_until = {"'": -1, '"': -1}
+    line_end = -1
+    i = 0
+    while i < len(name):
+        if name[i] == "[":
+            if line_end < i:
+                line_end = name.find("\n", i)
+                line_end = len(name) if line_end < 0 else line_end
+            quote = name[i + 1 : i + 2]
+            if quote in unclosed_until and unclosed_until[quote] != line_end:
+                end = name.find(quote + "]", i + 2, line_end)
+                if end >= 0:
+                    out.append("." + name[i + 2 : end])
+                    i = end + 2
+                    continue
+                unclosed_until[quote] = line_end
+            index = _INDEX.match(name, i)
+            if index is not None:
+                out.append("." + index.group(1))
+                i = index.end()
+                continue
+        following = name.find("[", i + 1)
+        following = len(name) if following < 0 else following
+        out.append(name[i:following])  # up to the next "[" in one step
+        i = following
+    return "".join(out)
 
 
 class LeafInputs(dict):  # type: ignore[type-arg]

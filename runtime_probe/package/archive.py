@@ -15,13 +15,27 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from runtime_probe import layout
 from runtime_probe.errors import UsageError
+from runtime_probe.escaping import for_terminal
 from runtime_probe.findings import Finding, error
 from runtime_probe.formats.zip_layout import EndProblem, layout_problems, read_end
 
-__all__ = ["READ_ERRORS", "Archive", "Entry", "Limits", "check_hashes", "open_archive", "sha256_file", "unsafe_name"]
+__all__ = [
+    "READ_ERRORS",
+    "Archive",
+    "Entry",
+    "Limits",
+    "check_hashes",
+    "check_in_place",
+    "file_digest",
+    "open_archive",
+    "open_package_file",
+    "sha256_file",
+    "unsafe_name",
+]
 
 PHASE = "archive"
 _CHUNK = 1024 * 1024
@@ -54,14 +68,20 @@ class Entry:
 class Archive:
     """A validated view of a .pt2 zip. Build it with ``open_archive``."""
 
-    def __init__(self, path: str, zf: zipfile.ZipFile, root: str, entries: dict[str, Entry]) -> None:
-        self.path = path
+    def __init__(
+        self, path: str, zf: zipfile.ZipFile, root: str, entries: dict[str, Entry], fh: BinaryIO, *, owns_file: bool = True
+    ) -> None:
+        self.path = path  # names the file in messages; every read goes through ``fh``
         self._zf = zf
+        self._fh = fh  # the one descriptor everything was checked and is read through
+        self._owns_file = owns_file
         self.root = root
         self.entries = entries
 
     def close(self) -> None:
         self._zf.close()
+        if self._owns_file:
+            self._fh.close()
 
     def __enter__(self) -> Archive:
         return self
@@ -107,9 +127,8 @@ class Archive:
         if entry.method != zipfile.ZIP_STORED:
             return None
         info_ = self._zf.getinfo(entry.name)
-        with open(self.path, "rb") as fh:
-            fh.seek(info_.header_offset)
-            header = fh.read(30)
+        # the descriptor that was checked, not the path again: it may name another file by now
+        header = os.pread(self._fh.fileno(), 30, info_.header_offset)
         if len(header) != 30 or header[:4] != b"PK\x03\x04":
             return None
         name_len = int.from_bytes(header[26:28], "little")
@@ -124,8 +143,7 @@ class Archive:
         import mmap
 
         offset, size = span
-        with open(self.path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
         if offset + size > len(mm):
             raise ValueError(f"{rel} runs past the end of the file")
         return memoryview(mm)[offset : offset + size]
@@ -191,60 +209,123 @@ def unsafe_name(name: str) -> str | None:
     return None
 
 
-def open_archive(path: str | os.PathLike[str], limits: Limits = Limits()) -> tuple[Archive | None, list[Finding]]:
+def open_archive(
+    path: str | os.PathLike[str], limits: Limits = Limits(), *, fh: BinaryIO | None = None
+) -> tuple[Archive | None, list[Finding]]:
     """Open ``path`` as a .pt2 and check it is safe to read; returns (archive or None, findings).
 
     An archive is returned when it is readable and has a root folder, even with unsafe entries
-    (those are excluded from ``entries`` and reported), so later phases can still say more.
+    (those are excluded from ``entries`` and reported), so later phases can still say more. The
+    file is opened once (``open_package_file``): every check and every later read of the archive
+    goes through that descriptor. ``fh``: the file already open that way (``path`` then only
+    names it); it stays the caller's to close.
 
     Raises:
         UsageError: the path does not exist or is not a regular file.
     """
     fspath = os.fspath(path)
-    st = _regular_file(fspath)
+    owned = fh is None
+    handle = open_package_file(fspath) if fh is None else fh
     findings: list[Finding] = []
-    opened = _open_zip(fspath, st.st_size, limits, findings)
-    if opened is None:
-        return None, findings
-    zf, infos = opened
-    root = _root(infos)
-    if not root:
-        findings.append(
-            error(
-                "archive.unreadable",
-                PHASE,
-                "archive has no root folder",
-                expected="all entries under one folder (the package name)",
-                found="entries at the top level",
-                hint="rebuild the package with aoti-guard build or torch's aoti_compile_and_package",
-            )
-        )
-        zf.close()
-        return None, findings
-    entries = _entries(infos, root, limits, findings)
-    return Archive(fspath, zf, root, entries), findings
-
-
-def _regular_file(fspath: str) -> os.stat_result:
     try:
-        st = os.stat(fspath)
+        size = os.fstat(handle.fileno()).st_size  # of the file opened, whatever the path names by now
+        opened = _open_zip(handle, os.path.basename(fspath), size, limits, findings)
+        if opened is None:
+            archive = None
+        else:
+            zf, infos = opened
+            root = _root(infos)
+            if root:
+                archive = Archive(fspath, zf, root, _entries(infos, root, limits, findings), handle, owns_file=owned)
+            else:
+                findings.append(_no_root())
+                zf.close()
+                archive = None
+    except BaseException:
+        if owned:
+            handle.close()
+        raise
+    if archive is None and owned:
+        handle.close()
+    return archive, findings
+
+
+def open_package_file(path: str) -> BinaryIO:
+    """``path`` opened once for reading: without waiting on a FIFO (O_NONBLOCK), checked to be a
+    regular file through that descriptor (a FIFO, device or folder is refused, never read).
+
+    Raises:
+        UsageError: the path does not exist, cannot be opened, or is not a regular file.
+    """
+    shown = for_terminal(path)  # a file name can hold ESC or a newline too
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise UsageError(f"no such package: {fspath}", hint="check the path; a package is a .pt2 file") from None
+        raise UsageError(f"no such package: {shown}", hint="check the path; a package is a .pt2 file") from None
     except OSError as exc:
-        raise UsageError(f"cannot read {fspath}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{fspath} is not a regular file", hint="pass the .pt2 file, not a folder")
-    return st
+        raise UsageError(f"cannot read {shown}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{shown} is not a regular file", hint="pass the .pt2 file, not a folder, FIFO or device")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-def _unreadable(fspath: str, size: int, why: str) -> Finding:
+def file_digest(fh: BinaryIO) -> tuple[int, str]:
+    """(bytes, SHA-256) of the whole file open as ``fh``, read by offset (its position is left
+    alone). Hashing the descriptor that is parsed, not the path again, pairs the digest with what
+    was read: under an atomic writer, a second open of the path gave another version's sha256
+    beside this one's manifest (issue 40).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fh.fileno(), _CHUNK, offset):
+        h.update(chunk)
+        offset += len(chunk)
+    return offset, h.hexdigest()
+
+
+def check_in_place(fh: BinaryIO, name: str, size: int, limits: Limits = Limits()) -> list[Finding]:
+    """Why ``open_archive`` would refuse the file open as ``fh`` (``size`` bytes), read in place:
+    its end records, central directory and entries' layout, by seeking, never by copying. Empty
+    when it would open it (its entries' own problems are left to ``open_archive``).
+
+    The probe asks this before it copies the package: a 5 GB file that is no zip was copied whole
+    before its first bytes were checked (issue 40)."""
+    findings: list[Finding] = []
+    opened = _open_zip(fh, name, size, limits, findings)
+    if opened is None:
+        return findings
+    zf, infos = opened
+    zf.close()  # does not close fh: zipfile leaves a file object it was given open
+    return [] if _root(infos) else [_no_root()]
+
+
+def _unreadable(name: str, size: int, why: str) -> Finding:
     return error(
         "archive.unreadable",
         PHASE,
-        f"{os.path.basename(fspath)} is not a readable zip archive: {why}",
+        f"{name} is not a readable zip archive: {why}",
         expected="a .pt2 zip archive",
         found=f"{size} bytes that are not a complete zip",
         hint="the file may be truncated or not a package; copy it again and compare its sha256 with the release",
+    )
+
+
+def _no_root() -> Finding:
+    return error(
+        "archive.unreadable",
+        PHASE,
+        "archive has no root folder",
+        expected="all entries under one folder (the package name)",
+        found="entries at the top level",
+        hint="rebuild the package with aoti-guard build or torch's aoti_compile_and_package",
     )
 
 
@@ -252,16 +333,17 @@ def _too_large(message: str, expected: str, found: str) -> Finding:
     return error("archive.too_large", PHASE, message, expected=expected, found=found, hint="this is not a package aoti-guard built")
 
 
-def _open_zip(fspath: str, size: int, limits: Limits, findings: list[Finding]) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]] | None:
-    """The zip and its entries, once its end records, sizes and byte layout are unambiguous;
-    else None with the findings that say why."""
+def _open_zip(
+    fh: BinaryIO, name: str, size: int, limits: Limits, findings: list[Finding]
+) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]] | None:
+    """The zip read from ``fh`` and its entries, once its end records, sizes and byte layout are
+    unambiguous; else None with the findings that say why."""
     try:
-        with open(fspath, "rb") as fh:
-            end = read_end(fh, size)
+        end = read_end(fh, size)
     except (OSError, ValueError, OverflowError, struct.error) as exc:
         end = EndProblem("unreadable", f"cannot be read: {exc}")
     if isinstance(end, EndProblem):
-        findings.append(_unreadable(fspath, size, f"it {end.text}") if end.kind == "unreadable" else _ambiguous(end.text))
+        findings.append(_unreadable(name, size, f"it {end.text}") if end.kind == "unreadable" else _ambiguous(end.text))
         return None
     if end.entries > limits.max_entries or end.cd_size > limits.max_directory_bytes:
         expected = f"at most {limits.max_entries} entries and {limits.max_directory_bytes} bytes"
@@ -269,18 +351,18 @@ def _open_zip(fspath: str, size: int, limits: Limits, findings: list[Finding]) -
         findings.append(_too_large(message, expected, f"{end.entries} entries, {end.cd_size} bytes"))
         return None
     try:
-        zf = zipfile.ZipFile(fspath, "r")
+        fh.seek(0)
+        zf = zipfile.ZipFile(fh, "r")
         infos = zf.infolist()
     except (*READ_ERRORS, zipfile.LargeZipFile, OverflowError, IndexError, KeyError, struct.error) as exc:
-        findings.append(_unreadable(fspath, size, str(exc)[:300]))
+        findings.append(_unreadable(name, size, str(exc)[:300]))
         return None
     if len(infos) > limits.max_entries:
         findings.append(_too_large(f"archive has {len(infos)} entries", f"at most {limits.max_entries}", str(len(infos))))
         zf.close()
         return None
     try:
-        with open(fspath, "rb") as fh:
-            problems = layout_problems(fh, infos, end)
+        problems = layout_problems(fh, infos, end)
     except (OSError, ValueError, OverflowError, struct.error) as exc:
         problems = [f"cannot be read byte by byte: {exc}"]
     if problems:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_probe.formats.numbers import NumberError, schema_version
 from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
 # non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
 # (a 1.6 reader ignores the entry and asks the weights for those constants)
 MANIFEST_SCHEMA_VERSION = "1.7"
+_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.7")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -427,12 +429,6 @@ def reference_tolerance(tolerances: Iterable[Tolerance], output: str) -> Toleran
     return found if found is not None else Tolerance(output, 0.0, 0.0, origin="exact: none stored")
 
 
-def schema_major(version: object) -> int | None:
-    text = str(version)
-    head = text.split(".", 1)[0]
-    return int(head) if head.isdigit() and len(head) < 6 else None
-
-
 def _reject_constant(name: str) -> Any:
     # JSON has no NaN/Infinity; Python's json accepts them unless told otherwise.
     raise ValueError(f"non-standard JSON constant {name}")
@@ -449,17 +445,16 @@ def parse_manifest(raw: bytes) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError("manifest.invalid", f"manifest is a JSON {type(data).__name__}, not an object")
     version = data.get("schema_version")
-    major = schema_major(version)
-    if major is None or not isinstance(version, (str, int)):
-        raise ManifestError("manifest.invalid", f"manifest has no usable schema_version ({str(version)[:40]!r})")
-    ours = schema_major(MANIFEST_SCHEMA_VERSION)
-    if ours is not None and major > ours:
+    try:
+        major, _ = schema_version(version, "the manifest's schema_version", MANIFEST_SCHEMA_VERSION)
+    except NumberError as exc:
+        raise ManifestError("manifest.invalid", str(exc)) from None
+    if major > _OUR_MAJOR:
         raise ManifestError(
             "manifest.unsupported_version",
             f"manifest schema {version} is newer than this reader supports ({MANIFEST_SCHEMA_VERSION})",
             found=str(version),
         )
-    data = {**data, "schema_version": str(version)}
     try:
         return from_jsonable(Manifest, data, "manifest")
     except SerdeError as exc:

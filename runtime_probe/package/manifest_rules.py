@@ -9,6 +9,7 @@ path outside a temporary folder.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from collections.abc import Iterator
@@ -32,6 +33,11 @@ MAX_PROBLEMS = 20  # a hostile manifest can hold millions of bad values; say eno
 _DTYPE = re.compile(r"^(bool|(float|bfloat|int|uint|complex|qint|quint|bits)[0-9][0-9a-z_]{0,30})$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DEVICE_TYPES = ("cpu", "cuda")
+# GPU archs in ASCII digits: the host rules read them with int(), and ``\d`` / ``str.isdigit``
+# take other scripts' digits ("¹" passes isdigit(), then int() raises)
+_CAPABILITY = re.compile(r"[0-9]{1,4}[af]?")  # compute_capability "90", --cuda-arch "90a"
+_SASS_ARCH = re.compile(r"sm_[0-9]{1,4}[af]?")  # kernel_archs
+_IMAGE_ARCH = re.compile(r"(?:[a-z]{1,10}(?:_[0-9]{1,5})?:)?(?:sm|compute)_[0-9]{1,4}[af]?")  # "sm_90a", "ptx:sm_90"
 
 
 def check_manifest(manifest: Manifest, archive: Archive) -> list[Finding]:
@@ -59,6 +65,7 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
         yield f"names the model {m.model_name!r}, which the archive does not hold"
     if m.target.device_type not in _DEVICE_TYPES:
         yield f"targets device type {m.target.device_type[:40]!r} (expected one of {', '.join(_DEVICE_TYPES)})"
+    yield from _arch_problems(m)
     for rel, digest in m.hashes.items():
         why = unsafe_name(rel)
         if why is not None or rel in layout.UNHASHED:
@@ -123,6 +130,20 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
                     f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
                     f"include_weights={'true' if included else 'false'}"
                 )
+
+
+def _arch_problems(m: Manifest) -> Iterator[str]:
+    t = m.target
+    named = [
+        ("compute capability", _CAPABILITY, [t.compute_capability] if t.compute_capability is not None else []),
+        ("CUDA arch", _CAPABILITY, list(t.cuda_archs or ())),
+        ("kernel arch", _SASS_ARCH, list(t.kernel_archs)),
+        ("kernel image arch", _IMAGE_ARCH, [a for k in t.kernels for a in k.archs]),
+    ]
+    for what, pattern, values in named:
+        bad = next((v for v in values if not pattern.fullmatch(v)), None)
+        if bad is not None:
+            yield f"records the {what} {bad[:40]!r} (expected ASCII digits: {'90' if pattern is _CAPABILITY else 'sm_90a'})"
 
 
 def _io_problems(m: Manifest) -> Iterator[str]:
@@ -200,7 +221,17 @@ def _tensor_problems(what: str, t: TensorSpec) -> Iterator[str]:
 
 
 def _expr_problems(what: str, expr: str) -> Iterator[str]:
+    why = _expr_error(expr)
+    if why is not None:
+        yield f"gives {what} a size expression that is not arithmetic over its symbols ({why})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _expr_error(expr: str) -> str | None:
+    """Why ``expr`` does not compile, or None. Cached: a manifest repeats the same few
+    expressions (``batch``) over thousands of sizes and strides, each an ``ast.parse``."""
     try:
         _symexpr.compile_expr(expr)
     except _symexpr.ExprError as exc:
-        yield f"gives {what} a size expression that is not arithmetic over its symbols ({str(exc)[:80]})"
+        return str(exc)[:80]
+    return None

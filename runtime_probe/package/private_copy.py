@@ -6,16 +6,23 @@ opened ONCE, without following a FIFO into a blocking open, checked to be a regu
 that descriptor, and copied from it into a folder only this user can enter (mkdtemp, 0700). Every
 later step (hashes, signature, loading, the ladder's reruns) reads the copy; the copy is removed
 with its folder.
+
+Before anything is copied, the zip's end records, central directory and entry layout are read in
+place through that descriptor (``archive.check_in_place``): a file that is no package is refused
+without a byte written to TMPDIR (a 5 GB sparse file took 52 s and 5 GB of TMPDIR, or ended as
+``env.tmpdir_unusable`` under a small one: issue 40). Then exactly the size that was checked is
+copied. A read of the package that fails is the package's finding (``archive.unreadable``, with
+the OS error); only a failed write is the temporary folder's.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
 
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import Finding, error
+from runtime_probe.errors import PackageRejected
+from runtime_probe.findings import Finding, error, has_errors
+from runtime_probe.package.archive import PHASE, Limits, check_in_place, open_package_file
 
 __all__ = ["private_copy", "tmpdir_finding"]
 
@@ -27,45 +34,71 @@ def private_copy(path: str, folder: str) -> str:
 
     Raises:
         UsageError: the path does not exist or is not a regular file (a FIFO is refused, never read).
+        PackageRejected: the file is not a zip the archive phase could open (its end records,
+            directory or layout, read in place: nothing was copied), or reading it failed
+            (``archive.unreadable`` with the OS error); ``.findings`` says which.
         OSError: the copy could not be written (TMPDIR full or read-only).
     """
-    try:
-        # O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UsageError(f"no such package: {path}", hint="check the path; a package is a .pt2 file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{path} is not a regular file", hint="pass the .pt2 file, not a folder, FIFO or device")
-        os.set_blocking(fd, True)
+    with open_package_file(path) as fh:  # one descriptor: what is checked is what is copied
+        size = os.fstat(fh.fileno()).st_size
+        problems = check_in_place(fh, os.path.basename(path), size, Limits())
+        if has_errors(problems):
+            raise PackageRejected(f"{path} is not a usable package", problems)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         os.chmod(folder, 0o700)
         dst = os.path.join(folder, os.path.basename(path) or "package.pt2")
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            _copy(fd, out)
+            _copy(fh.fileno(), out, size, path)
+        except PackageRejected:
+            os.unlink(dst)
+            raise
         finally:
             os.close(out)
         return dst
-    finally:
-        os.close(fd)
 
 
-def _copy(src: int, dst: int) -> None:
-    """All of ``src`` (read from offset 0 to its end, whatever its size became) into ``dst``."""
+def _copy(src: int, dst: int, size: int, path: str) -> None:
+    """The first ``size`` bytes of ``src`` (the size that was checked) into ``dst``. A read that
+    fails, or a file that ends early (it shrank meanwhile), raises PackageRejected; a write that
+    fails raises its OSError."""
     offset = 0
-    while True:
-        chunk = os.pread(src, _CHUNK, offset)
+    while offset < size:
+        try:
+            chunk = os.pread(src, min(_CHUNK, size - offset), offset)
+        except OSError as exc:
+            raise PackageRejected(f"{path} cannot be read", [_read_error(path, offset, exc)]) from None
         if not chunk:
-            return
+            raise PackageRejected(f"{path} changed while it was copied", [_shrank(path, size, offset)])
         view = memoryview(chunk)
         while view:
             written = os.write(dst, view)
             view = view[written:]
         offset += len(chunk)
+
+
+def _read_error(path: str, offset: int, exc: OSError) -> Finding:
+    """``archive.unreadable`` for a read of the package itself that failed (EIO, a network file
+    system gone): the package's problem, never the temporary folder's."""
+    return error(
+        "archive.unreadable",
+        PHASE,
+        f"{os.path.basename(path)} cannot be read at byte {offset}: {exc.strerror or exc}",
+        expected="a package file that can be read to its end",
+        found=f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}",
+        hint="the disk or file system holding the package failed; copy it to a healthy disk and probe it again",
+    )
+
+
+def _shrank(path: str, size: int, offset: int) -> Finding:
+    return error(
+        "archive.unreadable",
+        PHASE,
+        f"{os.path.basename(path)} ended at byte {offset} while it was copied, though it had {size} bytes when it was checked",
+        expected=f"{size} bytes",
+        found=f"{offset} bytes",
+        hint="something truncated or rewrote the package while the probe read it; probe a copy nothing writes to",
+    )
 
 
 def tmpdir_finding(exc: OSError, folder: str, phase: str = "archive", who: str = "the probe") -> Finding:

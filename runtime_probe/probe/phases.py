@@ -17,6 +17,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.child.failures import no_weights, torch_import_finding
 from runtime_probe.child.worker import ChildFailure
+from runtime_probe.errors import PackageRejected
 from runtime_probe.findings import Finding, error, has_errors, info
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
@@ -39,6 +40,8 @@ def archive_phase(shared: Shared) -> Phase:
     shared.source = shared.source or shared.path
     try:
         shared.path = private_copy(shared.source, os.path.join(shared.tmp, "package"))
+    except PackageRejected as exc:  # no zip to copy (checked in place), or the package could not be read
+        return [f for f in exc.findings if isinstance(f, Finding)], {}, False
     except OSError as exc:
         return [tmpdir_finding(exc, shared.tmp)], {}, False
     archive, findings = open_archive(shared.path)

@@ -34,6 +34,7 @@ from typing import Any
 from runtime_probe import layout
 from runtime_probe.errors import UsageError
 from runtime_probe.findings import Finding, error
+from runtime_probe.formats.numbers import NumberError, schema_version
 from runtime_probe.package.archive import READ_ERRORS, Archive
 from runtime_probe.trust import ed25519 as _ed25519
 
@@ -60,7 +61,9 @@ PHASE = "archive"
 
 # DER of an Ed25519 SubjectPublicKeyInfo, up to the 32 key bytes (RFC 8410: OID 1.3.101.112).
 _SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
-_PEM = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\s*(.*?)\s*-----END \1-----", re.S)
+# The body's whitespace is dropped after the match (public_key_from_pem): a ``\s*`` on each side of
+# the lazy body made 16 KB of spaces after a BEGIN line cost seconds (every split tried again).
+_PEM = re.compile(rb"-----BEGIN ([A-Z0-9 ]{1,40})-----(.*?)-----END \1-----", re.S)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # Forces the pure-Python verifier even where cryptography imports (tests, and a way to rule the
 # backend out when diagnosing). Both give the same answers.
@@ -128,8 +131,11 @@ def parse_signature(raw: bytes) -> SignatureEntry:
     if fields["format"] != FORMAT:
         raise SignatureFormatError(f"the signature entry's format is {str(fields['format'])[:60]!r}, not {FORMAT!r}")
     version = str(fields["schema_version"])
-    major = version.split(".", 1)[0]
-    if not major.isdigit() or len(major) > 5 or int(major) > int(SIGNATURE_SCHEMA_VERSION.split(".")[0]):
+    try:
+        major, _ = schema_version(version, "the signature entry's schema_version", SIGNATURE_SCHEMA_VERSION)
+    except NumberError as exc:
+        raise SignatureFormatError(str(exc)) from None
+    if major > schema_version(SIGNATURE_SCHEMA_VERSION, "SIGNATURE_SCHEMA_VERSION", "1.0")[0]:
         raise SignatureFormatError(f"the signature schema {version[:20]!r} is not supported (this reader: {SIGNATURE_SCHEMA_VERSION})")
     try:
         signature = base64.b64decode(str(fields["signature"]), validate=True)

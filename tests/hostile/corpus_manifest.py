@@ -76,7 +76,7 @@ def add_cases(c: _Corpus, rewrite: Rewrite) -> None:
         "json-array": (b"[1, 2, 3]", invalid, "a JSON array"),
         "json-null": (b"null", invalid, "JSON null"),
         "schema-99": (edited(lambda m: m.update(schema_version="99.0")), "manifest.unsupported_version", "schema_version 99.0"),
-        "schema-99-int": (edited(lambda m: m.update(schema_version=99)), "manifest.unsupported_version", "schema_version 99 as a number"),
+        "schema-99-int": (edited(lambda m: m.update(schema_version=99)), invalid, "schema_version 99 as a number (must be a string)"),
         "schema-garbage": (edited(lambda m: m.update(schema_version=["1"])), invalid, "schema_version a list"),
         "no-schema": (edited(lambda m: m.pop("schema_version")), invalid, "no schema_version"),
         "missing-io": (edited(lambda m: m.pop("io")), invalid, "no io field"),

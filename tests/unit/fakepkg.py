@@ -6,11 +6,14 @@ signing): the .so is a few random bytes, which nothing here ever loads.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+import subprocess
+import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +79,27 @@ def write_key_pair(private_path: Path) -> Path:
     public = private_path.with_name(private_path.name + ".pub")
     public.write_bytes(_pem("PUBLIC KEY", bytes.fromhex("302a300506032b6570032100") + _RFC8032_PUBLIC))
     return public
+
+
+_WRITER = """
+import os, shutil, sys
+path, versions = sys.argv[1], sys.argv[2:]
+n = 0
+while True:
+    tmp = f"{path}.tmp{n % 2}"
+    shutil.copyfile(versions[n % len(versions)], tmp)
+    os.replace(tmp, path)
+    n += 1
+"""
+
+
+@contextlib.contextmanager
+def replacing(path: Path, versions: list[Path]) -> Iterator[None]:
+    """Another process replaces ``path`` atomically with each version in turn until the block
+    ends (a process, not a thread: the GIL would let a reader finish between two writes)."""
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), *map(str, versions)])
+    try:
+        yield
+    finally:
+        writer.kill()
+        writer.wait(10)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
 
 from runtime_probe.errors import UsageError
 from runtime_probe.package.archive import Limits, check_hashes, open_archive
+from tests.hostile.zipcraft import Raw, central_header, end_record, local_header
 
 
 def make(path: Path, entries: list[tuple[str, bytes]], *, symlink: str | None = None, deflate: bool = False) -> Path:
@@ -178,3 +181,44 @@ def test_local_headers_with_a_data_descriptor_match_their_directory(tmp_path: Pa
     assert all(i.flag_bits & 0x8 for i in zipfile.ZipFile(path).infolist())
     archive, findings = open_archive(path)
     assert archive is not None and findings == []
+
+
+def _with_gap(after: int, gap: bytes) -> bytes:
+    """GOOD as stored entries with ``gap`` after entry ``after`` (the last: before the directory)."""
+    entries = [Raw(name, data) for name, data in GOOD]
+    out, offsets = bytearray(), []
+    for i, e in enumerate(entries):
+        offsets.append(len(out))
+        out += local_header(e) + e.data
+        if i == after:
+            out += gap
+    cd_offset = len(out)
+    for e, offset in zip(entries, offsets):
+        out += central_header(e, offset)
+    return bytes(out + end_record(len(entries), len(out) - cd_offset, cd_offset))
+
+
+@pytest.mark.parametrize(("after", "before"), [(0, "entry 'm/data/aotinductor/model/a.so'"), (1, "its central directory")])
+def test_bytes_between_entries_that_belong_to_none_are_ambiguous(tmp_path: Path, after: int, before: str) -> None:
+    # a hole is where a second archive hides, or gigabytes a reader copies before checking anything
+    path = tmp_path / "gap.pt2"
+    path.write_bytes(_with_gap(after, b"PK\x03\x04 hidden"))
+    archive, findings = open_archive(path)
+    assert archive is None and codes(findings) == ["archive.ambiguous"]
+    assert f"has 11 byte(s) before {before} that belong to no entry" in findings[0].message
+
+
+def test_a_data_descriptor_is_the_one_gap_allowed(tmp_path: Path) -> None:
+    entries = [Raw(name, data, flags=0x808) for name, data in GOOD]  # torch's writer: bit 3 on every entry
+    out, offsets = bytearray(), []
+    for e in entries:
+        offsets.append(len(out))
+        out += local_header(e) + e.data + b"PK\x07\x08" + struct.pack("<3L", zlib.crc32(e.data), len(e.data), len(e.data))
+    cd_offset = len(out)
+    for e, offset in zip(entries, offsets):
+        out += central_header(e, offset)
+    path = tmp_path / "dd.pt2"
+    path.write_bytes(bytes(out + end_record(len(entries), len(out) - cd_offset, cd_offset)))
+    archive, findings = open_archive(path)
+    assert archive is not None and not findings
+    archive.close()

@@ -3,6 +3,8 @@ each difference is named in its section, as ``item: A -> B``, and nothing else i
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from runtime_probe.diff import diff_packages, render_diff
 from runtime_probe.errors import UsageError
 from tests.schemas import validate
 
-from .fakepkg import make_package
+from .fakepkg import make_package, replacing
 
 
 def _pair(tmp_path: Path, edit: Callable[[dict[str, Any]], Any]) -> list[tuple[str, str, str | None, str | None]]:
@@ -165,3 +167,37 @@ def test_an_older_manifests_build_check_comes_from_its_table(tmp_path: Path) -> 
     a = make_package(tmp_path / "a.pt2", edit=rows(1e-4))
     b = make_package(tmp_path / "b.pt2", edit=rows(0.01))
     assert [(c.item, c.a, c.b) for c in diff_packages(str(a), str(b)).changes] == [("output build check atol", "0.0001", "0.01")]
+
+
+def test_a_manifest_key_with_control_characters_is_cleaned_in_the_error(tmp_path: Path) -> None:
+    # issue 40, finding 9: a key the manifest reader quotes in its error reached the terminal raw
+    key = "x\x1b[2J\r\u202eFAKE"
+    a = make_package(tmp_path / "a.pt2", edit=lambda m: m["hashes"].update({key: 5}))
+    with pytest.raises(UsageError) as info:
+        diff_packages(str(a), str(a))
+    said = str(info.value)
+    assert "manifest.hashes.x\\x1b[2J\\x0d\\u202eFAKE" in said, said
+    assert all(ch not in said for ch in "\x1b\r\u202e")
+
+
+def test_a_path_with_control_characters_is_cleaned_in_the_error(tmp_path: Path) -> None:
+    plain = tmp_path / "plain\x1b]0;x\x07.pt2"
+    make_package(plain, edit=lambda m: m.pop("golden"))
+    plain.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: no root folder
+    with pytest.raises(UsageError) as info:
+        diff_packages(str(plain), str(plain))
+    assert "\x1b" not in str(info.value) and "\x07" not in str(info.value) and "plain\\x1b]0;x\\x07.pt2" in str(info.value)
+
+
+def test_the_sha256_is_of_the_manifest_compared_while_a_writer_replaces_the_file(tmp_path: Path) -> None:
+    # issue 40, finding 12: the path was hashed again after parsing, so under an atomic writer
+    # 30 of 40 diffs paired one version's sha256 with the other's manifest
+    versions = {v: make_package(tmp_path / f"v{v}.pt2", edit=lambda m, v=v: m["tool"].update(version=v)) for v in ("1", "2")}
+    digest = {v: hashlib.sha256(p.read_bytes()).hexdigest() for v, p in versions.items()}
+    live, fixed = tmp_path / "live.pt2", versions["1"]
+    shutil.copyfile(versions["1"], live)
+    with replacing(live, list(versions.values())):
+        for _ in range(40):
+            result = diff_packages(str(live), str(fixed))
+            version = "1" if result.same else "2"
+            assert result.a["sha256"] == digest[version], "the sha256 of one version beside the other's manifest"

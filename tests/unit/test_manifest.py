@@ -65,13 +65,58 @@ def test_unknown_fields_are_ignored_for_minor_upgrades() -> None:
     assert parse_manifest(json.dumps(data).encode()).schema_version == "1.7"
 
 
-@pytest.mark.parametrize("version", ["99.0", 99, "2.0"])
+@pytest.mark.parametrize("version", ["99.0", "2.0"])
 def test_newer_major_is_refused(version: Any) -> None:
     data = minimal()
     data["schema_version"] = version
     with pytest.raises(ManifestError) as info:
         parse_manifest(json.dumps(data).encode())
     assert info.value.code == "manifest.unsupported_version"
+
+
+@pytest.mark.parametrize(
+    ("version", "said"),
+    [
+        (1.6, 'the JSON number 1.6: it must be a string like "1.6"'),
+        (99, 'the JSON number 99: it must be a string like "1.6"'),
+        (True, "a boolean"),
+        ("\u00b9.6", "not MAJOR.MINOR in ASCII digits"),  # superscript one: isdigit() says yes, int() no
+        ("\u0661.6", "not MAJOR.MINOR in ASCII digits"),  # Arabic-Indic one: int() reads it, we do not
+        ("1", "not MAJOR.MINOR"),
+        ("1.6.0", "not MAJOR.MINOR"),
+        ("1.6\n", "not MAJOR.MINOR"),
+    ],
+)
+def test_a_schema_version_is_a_string_of_two_ascii_numbers(version: Any, said: str) -> None:
+    data = minimal()
+    data["schema_version"] = version
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(json.dumps(data).encode())
+    assert info.value.code == "manifest.invalid" and said in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "where", "said"),
+    [
+        (["golden", "tolerances", 0, "atol"], "1" + "0" * 400, "golden.tolerances[0].atol", "beyond float64"),
+        (["golden", "tolerances", 0, "measured_abs"], "-1" + "0" * 400, "golden.tolerances[0].measured_abs", "beyond float64"),
+        (["io", "symbols", 0, "max"], "1" + "0" * 400, "io.symbols[0].max", "from -2**63 to 2**64-1"),
+        (["io", "inputs", 0, "tensor", "shape", 1], "1" + "0" * 30, "io.inputs[0].tensor.shape[1]", "from -2**63 to 2**64-1"),
+        (["validation", "seconds"], "1" + "0" * 400, "validation.seconds", "from -2**63 to 2**64-1"),
+        (["validation", "scale"], "1e999", "validation.scale", "finite"),
+        (["golden", "tolerances", 0, "rtol"], "true", "golden.tolerances[0].rtol", "found a boolean"),
+    ],
+)
+def test_a_number_out_of_range_is_a_finding_not_a_crash(path: list[Any], raw: str, where: str, said: str) -> None:
+    # json reads such ints exactly; float() then refused them with OverflowError (issue 40, finding 7)
+    data = {**minimal(), "validation": {}}
+    node: Any = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = "@@NUMBER@@"
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(json.dumps(data).replace('"@@NUMBER@@"', raw).encode())
+    assert info.value.code == "manifest.invalid" and f"manifest.{where}: " in str(info.value) and said in str(info.value), str(info.value)
 
 
 def _mutate(path: list[Any], value: Any) -> bytes:
