@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.ladder.readers import (
     classify_frames,
-    cuda_error,
     first_sanitizer_error,
-    input_check,
     kernel_trace,
     nan_buffer,
     parse_backtrace,
