@@ -18,7 +18,7 @@ import tempfile
 import weakref
 from typing import Any
 
-from runtime_probe import layout
+from runtime_probe import layout, torch_compat
 from runtime_probe.errors import ConstantsContractError, PackageRejected, ToolError, UsageError
 from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
@@ -168,11 +168,9 @@ def _load_verified(
             load_path, model_name = twin, layout.TWIN_MODEL
         elif model != layout.RELEASE_MODEL:
             raise UsageError(f"unknown model {model!r}", hint=f"use {layout.RELEASE_MODEL!r} or {layout.TWIN_MODEL!r}")
-    from runtime_probe.child.ops import make_loader
-
     _import_torch(manifest)
     try:
-        compiled = make_loader(load_path, model_name, index)
+        compiled = torch_compat.make_package_loader(load_path, model_name, index)
     except RuntimeError as exc:
         if "Error generating temporary directory" not in str(exc):
             raise
