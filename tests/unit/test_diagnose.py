@@ -1,5 +1,5 @@
 """The escalation's readers, on output recorded on the GPU machine (H100, torch 2.11.0+cu130,
-2026-11-22; scripts/gpu/explore.sh). Paths in the recordings are replaced by <placeholders>."""
+2026-11-22; scripts/gpu/explore.sh, removed, last in commit 0cc60b5). Paths in the recordings are replaced by <placeholders>."""
 
 from __future__ import annotations
 
