@@ -7,7 +7,7 @@
 # Arguments go to pytest. WORKERS (default 2) sets how many tests run at once.
 #   bash scripts/test.sh --quick    # the inner loop: lint, types, then only the tests marked quick
 #                                   # (unit + integration on a few session packages: tests/conftest.py),
-#                                   # no zoo, docker, slurm; ~4-5 minutes on the 2-core machine (docs/benchmarks.md)
+#                                   # no zoo, docker, slurm; aim: 5 minutes on a quiet 2-core machine (docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=()

@@ -62,14 +62,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # modules whose tests use only these session packages (tests/integration/conftest.py), each built
 # once per run, and build nothing of their own. No zoo, docker, slurm or GPU test is in it. A
 # module here that asks for another package fails the collection (see _mark_quick): move it out of
-# the list, or make it use one of these.
+# the list, or make it use one of these. Left out although they use only the static package:
+# test_hostile.py (its corpus takes ~160 s to make) and test_faults.py (~3 minutes of children
+# killed on purpose); both run in the full command.
 QUICK_PACKAGES = frozenset({"static_pkg", "plain_pkg", "example_pkg", "mixed_pkg"})
 QUICK_INTEGRATION = frozenset(
     {
         "test_compiled_model.py",
-        "test_faults.py",
         "test_guard.py",
-        "test_hostile.py",
         "test_latency_cli.py",
         "test_load_errors.py",
         "test_preflight.py",
