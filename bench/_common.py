@@ -51,7 +51,6 @@ __all__ = [
     "rounds_of",
     "run_timed",
     "shown_command",
-    "side_by_side",
     "summarize",
     "timed",
     "wait_for_quiet",
@@ -294,24 +293,6 @@ def ratio_table(ratios: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         for label, r in ratios
     ]
     return md_table(["ratio", "median ratio", "per-round min – max", "goal", "met"], rows)
-
-
-def side_by_side(title: str, results: Mapping[str, Sequence[Sample]]) -> str:
-    """The arms of ``interleave`` (the first is the baseline): each round's seconds, the median,
-    and each later arm's median over the first's. The small benchmarks' printout (early_hashes,
-    early_constant_digests, recipe_generation)."""
-    labels = list(results)
-    first = labels[0]
-    width = max(*(len(label) for label in labels), len("after / before")) + 2
-    med = {label: statistics.median(s.seconds for s in samples) for label, samples in results.items()}
-    lines = [title]
-    for label, samples in results.items():
-        lines.append(f"  {label:<{width}} {med[label]:8.3f} s   {', '.join(f'{s.seconds:.3f}' for s in samples)}")
-    short = {label: label.split(" (")[0].split(",")[0] for label in labels}
-    for label in labels[1:]:
-        ratio = f"{short[label]} / {short[first]}"
-        lines.append(f"  {ratio:<{width}} {med[label] / med[first]:8.3f}")
-    return "\n".join(lines)
 
 
 def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:

@@ -379,7 +379,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "loader_accepts_directory",
         "2.13",
-        "AOTIModelPackageLoader loads an already-extracted package folder (bench/extracted_load.py measured it for our loaders)",
+        "AOTIModelPackageLoader loads an already-extracted package folder (measured for our loaders: docs/compat.md)",
         _loader_accepts_directory,
     ),
     Feature(

@@ -25,6 +25,6 @@ run guard_overhead 120 --package "$PKG" --device cuda --max-wait 5
 run guard_paths 120 --package "$PKG" --device cuda --max-wait 5
 run guard_concurrency 150 --package "$PKG" --device cuda --rounds 3 --seconds 2 --max-wait 5
 # torch's own loader (87-105 s a process here, docs/benchmarks.md) is left out: run
-# scripts/gpu/cold_start_probe.sh for it. The pre-flight arm is issue 14's `--fast` goal.
+# scripts/gpu/cold_start_probe.sh for it (removed, last in commit 0cc60b5; docs/benchmarks.md keeps its answer). The pre-flight arm is issue 14's `--fast` goal.
 run cold_start 300 --package "$PKG" --device cuda --rounds 3 --warmup 0 --max-wait 5 --arms import,direct,guard,guard-noverify,preflight
 tar czf "$OUT/gpu-bench.tar.gz" -C "$OUT" results

@@ -58,8 +58,51 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Scopes(config, log)
 
 
+# The quick tier (``scripts/test.sh --quick``, ``-m quick``): every unit test, and the integration
+# modules whose tests use only these session packages (tests/integration/conftest.py), each built
+# once per run, and build nothing of their own. No zoo, docker, slurm or GPU test is in it. A
+# module here that asks for another package fails the collection (see _mark_quick): move it out of
+# the list, or make it use one of these. Left out although they use only the static package:
+# test_hostile.py (its corpus takes ~160 s to make) and test_faults.py (~3 minutes of children
+# killed on purpose); both run in the full command.
+QUICK_PACKAGES = frozenset({"static_pkg", "plain_pkg", "example_pkg", "mixed_pkg"})
+QUICK_INTEGRATION = frozenset(
+    {
+        "test_compiled_model.py",
+        "test_guard.py",
+        "test_latency_cli.py",
+        "test_load_errors.py",
+        "test_preflight.py",
+        "test_reports.py",
+        "test_signature_interop.py",
+        "test_skipped_phases.py",
+        "test_toctou.py",
+        "test_verify_only.py",
+        "test_worker.py",
+    }
+)
+_TESTS = Path(__file__).resolve().parent
+
+
+def _mark_quick(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if path.parent == _TESTS / "unit":
+            item.add_marker(pytest.mark.quick)
+        elif path.parent == _TESTS / "integration" and path.name in QUICK_INTEGRATION:
+            others = sorted(f for f in getattr(item, "fixturenames", ()) if f.endswith("_pkg") and f not in QUICK_PACKAGES)
+            if others:
+                raise pytest.UsageError(
+                    f"{item.nodeid} is in the quick tier (tests/conftest.py QUICK_INTEGRATION) but uses {', '.join(others)}; "
+                    f"the quick tier builds only {', '.join(sorted(QUICK_PACKAGES))}: take the module out of the list or use one of those"
+                )
+            item.add_marker(pytest.mark.quick)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Known failures of a torch release (tests/known_failures.py) become strict xfails there."""
+    """The quick tier's marks (``_mark_quick``); known failures of a torch release
+    (tests/known_failures.py) become strict xfails there."""
+    _mark_quick(items)
     try:
         import torch
     except ImportError:

@@ -197,7 +197,7 @@ def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str,
 # (the intent: the release compile gets the cores first and the twin's longer wait falls under
 # validation; the build's time was measured, not where each kernel came from); on this project's
 # 2-core CPU host no difference (23.0-23.3 s both ways). AOTI_GUARD_TWIN_NICE overrides it (0: the
-# build's own priority; scripts/gpu_twin_nice_ab.sh).
+# build's own priority; measured by scripts/gpu_twin_nice_ab.sh, removed, last in commit 0cc60b5).
 NICE_ENV = "AOTI_GUARD_TWIN_NICE"
 DEFAULT_NICENESS = 19
 

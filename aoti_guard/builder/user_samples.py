@@ -22,12 +22,12 @@ from typing import Any
 from aoti_guard.builder.validate.golden import Sample
 from runtime_probe.errors import InputContractError, UsageError
 from runtime_probe.formats import safetensors as _safetensors
-from runtime_probe.golden.records import PROBE_RUNS
 from runtime_probe.guard.env import Env
 from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.shape_guards import compile_guards
 from runtime_probe.guard.values import with_value_check
 from runtime_probe.package.manifest import InputSpec, IOContract
+from runtime_probe.package.sample_ids import PROBE_RUNS
 from runtime_probe.paths import plain_name
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, check_names, read_inputs_header
 

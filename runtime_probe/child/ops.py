@@ -132,12 +132,6 @@ def _driver_facts() -> dict[str, Any]:
     return out
 
 
-def make_loader(path: str, model_name: str, device_index: int | None) -> Any:
-    """The compiled model for ``model_name`` in the package at ``path`` (torch_compat): torch's
-    loader in ``runtime_probe.compiled_model.CompiledModel``."""
-    return torch_compat.make_package_loader(path, model_name, device_index)
-
-
 def op_load(
     state: State,
     key: str,
@@ -150,7 +144,7 @@ def op_load(
     weights of its own (a debug twin built without them) and takes that package model's
     constants before anything can call it."""
     started = time.monotonic()
-    model = make_loader(path, model_name, device_index)
+    model = torch_compat.make_package_loader(path, model_name, device_index)
     seconds = time.monotonic() - started
     metadata = dict(model.get_metadata())
     shared = None

@@ -362,7 +362,7 @@ def load(
 ) -> dict[str, torch.Tensor]:
     """Validate the header, then build the (selected) tensors; each owns its memory, unless
     ``borrow``: then, for a file and when the safetensors library imports, the tensors are its
-    mmap-backed ones (1.6x faster for a 256 MB file, bench/safetensors_read.py), for callers that
+    mmap-backed ones (1.6x faster for a 256 MB file: docs/benchmarks.md), for callers that
     copy them at once (load_constants) or read a private file of their own."""
     out: dict[str, torch.Tensor] = {}
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):

@@ -65,7 +65,7 @@ MAX_SAMPLE_BYTES = 8 << 30  # all of one sample's generated inputs together
 # llama_cache's validation went from 68-73 s to more than 300 s on the GPU host (run 20,
 # docs/gpu-validation.md). On this project's 2-core host beside two processes of torch ops, 12.5 M
 # values took 0.9-1.4 s at 2**22 in place and 0.7-14 s at 2**16, smaller chunks no better
-# (bench/recipe_generation.py --busy 2; docs/benchmarks.md). The arithmetic in place keeps
+# (docs/benchmarks.md, "The golden input generator"). The arithmetic in place keeps
 # 2**22's temporaries to two. The values do not depend on the chunk (PINNED in
 # tests/unit/test_golden_recipe.py).
 _CHUNK = 1 << 22

@@ -3,11 +3,9 @@
 A package without a signature can be edited after its build, hashes recomputed, so its golden
 records are hostile input like any other. Three layers, each the first to know:
 
-- the manifest (``id_problems``, called by the manifest's rules: ``manifest.invalid``): a sample id
-  names its sample in every report and, with ``--save-inputs``/``--save-outputs``, the files
-  ``SAMPLE.inputs.safetensors``; it must be a plain name (``runtime_probe.paths``), one per sample,
-  and not the name of one of the probe's own runs (``inputs``, ``shapes``), whose files and report
-  lines it would take over;
+- the manifest (``runtime_probe.package.sample_ids``, one of the manifest's rules:
+  ``manifest.invalid``): a sample id must be a plain name, one per sample, and not the name of one
+  of the probe's own runs;
 - the golden file's header, in the parent before any child reads it (``file_findings``): a file
   that is not a tensor file (an entry pointing at the ``.so``), a whole sample that leaves out an
   input or an output's reference, or points at a tensor the file does not hold;
@@ -19,34 +17,15 @@ records are hostile input like any other. Three layers, each the first to know:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from runtime_probe.findings import Finding, error
 from runtime_probe.formats import safetensors as _safetensors
-from runtime_probe.package.manifest import Golden, Manifest
-from runtime_probe.paths import plain_name_problem
+from runtime_probe.package.manifest import Manifest
 
-__all__ = ["PROBE_RUNS", "file_findings", "id_problems", "invalid"]
+__all__ = ["file_findings", "invalid"]
 
-# The probe's own runs, named like samples in its reports and in the files --save-inputs writes.
-PROBE_RUNS = ("inputs", "shapes")
 _QUOTE = 300  # characters of a hostile value a finding quotes
-
-
-def id_problems(golden: Golden) -> Iterator[str]:
-    """Why the manifest's golden sample ids cannot be used, one line each (read after "the manifest")."""
-    seen: set[str] = set()
-    ids = [s.id for s in golden.samples] + [s.id for s in golden.compact_samples or ()]
-    for sample_id in ids:
-        why = plain_name_problem(sample_id)
-        if why is not None:
-            yield f"names a golden sample {sample_id[:80]!r}, which {why} (a sample id becomes a file name with --save-inputs)"
-        elif sample_id in PROBE_RUNS:
-            yield f"names a golden sample {sample_id!r}, the name of the probe's own --{sample_id} run"
-        elif sample_id in seen:
-            yield f"names two golden samples {sample_id!r} (their reports and saved files would be one)"
-        seen.add(sample_id)
 
 
 def invalid(sample: str | None, why: str, *, phase: str, entry: str | None = None, argument: str | None = None, **kw: Any) -> Finding:

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from runtime_probe import layout
+from runtime_probe import layout, torch_compat
 from runtime_probe.errors import PackageRejected, ToolError, UsageError
 from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
@@ -212,11 +212,9 @@ def _load_verified(
                 raise UsageError(f"{fspath} has no debug twin", hint="it was built with --no-debug-twin")
             load_path, model_name = twin, layout.TWIN_MODEL
         kept = read_kept_constants(archive, manifest) if tmp is None else None
-    from runtime_probe.child.ops import make_loader
-
     _import_torch(manifest)
     try:
-        compiled = make_loader(load_path, model_name, index)
+        compiled = torch_compat.make_package_loader(load_path, model_name, index)
     except RuntimeError as exc:
         if "Error generating temporary directory" not in str(exc):
             raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runtime_probe.child.messages import cuda_error
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.ladder import printer as _printer
 from runtime_probe.ladder import readers as _diagnose
@@ -41,7 +42,7 @@ def twin_findings(
     allowed = baseline or {}
     departure = _printer.first_departure(prints, allowed) if prints else None
     nan = _diagnose.nan_buffer(stderr)
-    cuda = _diagnose.cuda_error(stdout + "\n" + stderr)
+    cuda = cuda_error(stdout + "\n" + stderr)
     on = f" on {sample}" if sample else ""
     evidence: dict[str, Any] = {
         "launched": list(trace.launched[-20:]),

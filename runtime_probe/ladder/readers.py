@@ -1,8 +1,10 @@
 """Reading what a failing child printed: pure functions over text, unit-tested on recorded output.
 
 Each function turns one tool's output into facts: the kernel printer's launch lines, AOTI's NaN
-assert, CUDA error messages, AOTI's positional input-check messages, compute-sanitizer's first
-error, and a debugger's backtrace (with a classification of its frames into a likely cause).
+assert, compute-sanitizer's first error, and a debugger's backtrace (with a classification of its
+frames into a likely cause). What any failing run prints without a tool (CUDA error messages,
+AOTI's positional input-check messages) is read in ``runtime_probe.child.messages``, beside the
+table that turns a child's failure into a finding.
 """
 
 from __future__ import annotations
@@ -12,13 +14,10 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Frames",
-    "InputCheck",
     "KernelTrace",
     "SanitizerError",
     "classify_frames",
-    "cuda_error",
     "first_sanitizer_error",
-    "input_check",
     "kernel_trace",
     "nan_buffer",
     "parse_backtrace",
@@ -62,69 +61,6 @@ def nan_buffer(stderr: str) -> tuple[str, str] | None:
     """('NaN' | 'Inf', buffer) from AOTI's nan assert ('At least one NaN in buf3')."""
     m = _NAN.search(stderr)
     return ("NaN" if m.group(1).lower() == "nan" else "Inf", m.group(2)) if m else None
-
-
-_CUDA_ERRORS = [
-    # First: a device assert's own text ("Assertion `index out of bounds: 0 <= tmp4 < 1000` failed")
-    # says "out of bounds" too, but it is a checked index, not an illegal access.
-    ("run.device_assert", re.compile(r"device-side assert triggered|cudaErrorAssert|Assertion .{0,300} failed|index out of bounds", re.I)),
-    (
-        "run.illegal_memory_access",
-        re.compile(
-            r"illegal memory access|cudaErrorIllegalAddress|operation not supported on global/shared address space|cudaErrorInvalidAddressSpace|misaligned address|cudaErrorMisalignedAddress|out of bounds",
-            re.I,
-        ),
-    ),
-    ("run.illegal_memory_access", re.compile(r"unspecified launch failure|cudaErrorLaunchFailure", re.I)),
-    (
-        "env.arch_mismatch",
-        re.compile(
-            r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|device kernel image is invalid",
-            re.I,
-        ),
-    ),
-]
-
-
-def cuda_error(text: str) -> tuple[str, str] | None:
-    """(finding code, the matching line) for a CUDA failure message, or None."""
-    for code, pattern in _CUDA_ERRORS:
-        for line in text.splitlines():
-            if pattern.search(line):
-                clean = re.sub(r"^(what\(\):|Error:)\s*", "", line.strip())
-                return code, clean[:400]
-    return None
-
-
-_INPUT_CHECK = re.compile(
-    r"input_handles\[(\d+)\]: (unmatched dtype|unmatched dim value at (\d+)|dim value is too large at (\d+)|dim value is too small at (\d+)|unmatched stride value at (\d+)|unmatched device type)[^\n]*"
-)
-_INPUT_CODES = {
-    "unmatched dtype": "input.dtype",
-    "unmatched dim value at": "input.shape",
-    "dim value is too large at": "input.range",
-    "dim value is too small at": "input.range",
-    "unmatched stride value at": "input.stride",
-    "unmatched device type": "input.device",
-}
-
-
-@dataclass(frozen=True)
-class InputCheck:
-    index: int  # AOTI's input position (input_handles[i])
-    code: str
-    dim: int | None
-    line: str
-
-
-def input_check(stderr: str) -> InputCheck | None:
-    """AOTI's own input check (AOTI_RUNTIME_CHECK_INPUTS), which names inputs by position only."""
-    m = _INPUT_CHECK.search(stderr)
-    if not m:
-        return None
-    kind = next(k for k in _INPUT_CODES if m.group(2).startswith(k))
-    dims = [g for g in m.group(3, 4, 5, 6) if g is not None]
-    return InputCheck(int(m.group(1)), _INPUT_CODES[kind], int(dims[0]) if dims else None, m.group(0).strip())
 
 
 @dataclass(frozen=True)

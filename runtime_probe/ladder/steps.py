@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_probe import layout
+from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.findings import Finding, Severity, error, info, warning
 from runtime_probe.formats import elf as _elf
@@ -173,7 +174,7 @@ def _input_name(ctx: LadderContext, index: int) -> str:
 
 def _classify_text(ctx: LadderContext, outcome: _Outcome, step: str) -> list[Finding]:
     findings: list[Finding] = []
-    check = _diagnose.input_check(outcome.text)
+    check = input_check(outcome.text)
     if check is not None:
         name = _input_name(ctx, check.index)
         findings.append(
@@ -187,7 +188,7 @@ def _classify_text(ctx: LadderContext, outcome: _Outcome, step: str) -> list[Fin
                 evidence={"argument": name, "step": step},
             )
         )
-    cuda = _diagnose.cuda_error(outcome.text)
+    cuda = cuda_error(outcome.text)
     if cuda is not None:
         code, line = cuda
         what = {

@@ -22,6 +22,7 @@ from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.sample_ids import PROBE_RUNS
 from runtime_probe.paths import name_in_folder, probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
@@ -190,7 +191,7 @@ def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Findin
     assert m is not None
     entry = m.golden.entry if m.golden is not None else None
     ce, data = reply.get("contract_error"), reply.get("data_error")
-    if ce and sample_id not in _golden_records.PROBE_RUNS:
+    if ce and sample_id not in PROBE_RUNS:
         why = f"its stored inputs break the package's own contract: {ce['message']}"
         return _golden_records.invalid(
             sample_id, why, phase="golden", entry=entry, argument=ce.get("argument"), expected=ce.get("expected"), found=ce.get("found")

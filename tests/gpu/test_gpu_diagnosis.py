@@ -79,7 +79,7 @@ def test_out_of_vocabulary_ids_are_named_before_native_code_runs() -> None:
 def test_a_device_side_assert_is_classified_as_run_device_assert() -> None:
     """Case 4: the embedding's own bounds assert, run by torch's loader, is a device assert (not
     an illegal memory access) in the probe's reader."""
-    from runtime_probe.ladder.readers import cuda_error
+    from runtime_probe.child.messages import cuda_error
 
     script = (
         "import sys, torch\n"

@@ -99,8 +99,9 @@ def test_inputs_are_checked_against_the_contract_by_name(sqrt_pkg: Built, tmp_pa
 
 
 def test_cuda_package_built_on_the_gpu_machine_on_a_cpu_host(tmp_path: Path) -> None:
-    """The fixture was built on an H100 (torch 2.11.0+cu130) by scripts/gpu/explore.sh and scrubbed of
-    that machine's paths by scripts/gpu/sanitize_fixture.py (docs/gpu-validation.md)."""
+    """The fixture was built on an H100 (torch 2.11.0+cu130) by scripts/gpu/explore.sh (removed,
+    last in commit 0cc60b5) and scrubbed of that machine's paths by scripts/gpu/sanitize_fixture.py
+    (docs/gpu-validation.md)."""
     import torch
 
     if torch.cuda.is_available():

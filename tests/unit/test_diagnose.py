@@ -1,5 +1,5 @@
 """The escalation's readers, on output recorded on the GPU machine (H100, torch 2.11.0+cu130,
-2026-11-22; scripts/gpu/explore.sh). Paths in the recordings are replaced by <placeholders>."""
+2026-11-22; scripts/gpu/explore.sh, removed, last in commit 0cc60b5). Paths in the recordings are replaced by <placeholders>."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.ladder.readers import (
     classify_frames,
-    cuda_error,
     first_sanitizer_error,
-    input_check,
     kernel_trace,
     nan_buffer,
     parse_backtrace,

@@ -4,11 +4,23 @@ Every import counts, wherever it stands: at the top, inside a function, or under
 ``if TYPE_CHECKING:``. A cycle hidden behind a function-level or type-only import is still a cycle
 for the reader who follows it. ``from pkg import name`` is an edge to ``pkg.name`` when that is a
 module, else to ``pkg`` itself (its ``__init__``).
+
+The same holds one level up, for folders (``folder_graph``): ``runtime_probe.child`` may import
+``runtime_probe.ladder`` or the other way round, never both, so each folder can be read (and moved)
+knowing only the folders below it. A folder is a package's first level below its root
+(``runtime_probe.child``, ``aoti_guard.builder``); a folder inside one (``aoti_guard.builder.validate``)
+is part of it, since the module graph above already keeps it free of cycles. A module at a package's
+root (``runtime_probe.paths``, ``aoti_guard.cli``) and the root ``__init__`` are each a node of their
+own: they are leaves everyone imports (``errors``, ``findings``, ``paths``) or entry points that import
+everyone (``cli``), and lumping them into one root node would join the two into a loop through every
+folder.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
 import sys
 from pathlib import Path
 
@@ -16,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("aoti_guard", "runtime_probe")
 
 
+@functools.cache  # the tree does not change during a run; folder_of asks once per edge
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for pkg in PACKAGES:
@@ -55,6 +68,49 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def folder_of(module: str) -> str:
+    """The folder node of ``module``: ``pkg.sub`` for anything under ``pkg/sub/``, else the module itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and _is_package(module)) else module
+
+
+def _is_package(module: str) -> bool:
+    return _modules()[module].name == "__init__.py"
+
+
+def _import_lines(module: str, path: Path) -> dict[str, int]:
+    """The first line at which ``module`` imports each in-tree target (as ``import_graph`` resolves it)."""
+    modules = _modules()
+    lines: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, path.name == "__init__.py", node)
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+        for target in targets:
+            lines[target] = min(lines.get(target, node.lineno), node.lineno)
+    return lines
+
+
+def folder_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    """The folder graph, and for each of its edges the imports that make it (``module:line -> target``)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], list[str]] = {}
+    for src, dsts in import_graph().items():
+        a = folder_of(src)
+        graph.setdefault(a, set())
+        lines = _import_lines(src, modules[src])
+        for dst in sorted(dsts):
+            b = folder_of(dst)
+            if a != b:
+                graph[a].add(b)
+                why.setdefault((a, b), []).append(f"{src}:{lines.get(dst, 0)} -> {dst}")
+    return graph, why
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle in ``graph`` (as a path that ends where it starts), or None."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
@@ -89,6 +145,31 @@ def test_graph_sees_the_whole_tree() -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_folder_graph_sees_the_folders() -> None:
+    graph, why = folder_graph()
+    assert folder_of("runtime_probe.child.worker") == "runtime_probe.child"
+    assert folder_of("runtime_probe.child") == "runtime_probe.child"
+    assert folder_of("aoti_guard.builder.validate.run") == "aoti_guard.builder"
+    assert folder_of("runtime_probe.paths") == "runtime_probe.paths"
+    assert folder_of("runtime_probe") == "runtime_probe"
+    assert "runtime_probe.child" in graph["runtime_probe.ladder"]
+    assert any(line.startswith("runtime_probe.ladder.steps:") for line in why[("runtime_probe.ladder", "runtime_probe.child")])
+
+
+def test_no_folder_import_cycles() -> None:
+    graph, why = folder_graph()
+    cycle = find_cycle(graph)
+    if cycle is not None:
+        edges = [f"{a} -> {b}:\n    " + "\n    ".join(why[(a, b)]) for a, b in itertools.pairwise(cycle)]
+        raise AssertionError(
+            "folder import cycle "
+            + " -> ".join(cycle)
+            + "\n  "
+            + "\n  ".join(edges)
+            + "\nmove the piece that makes one of these edges to the folder its importers share (or to a leaf both import)"
+        )
 
 
 def test_runtime_probe_never_imports_aoti_guard() -> None:

@@ -112,7 +112,7 @@ _PEAK = textwrap.dedent(
 def test_comparing_a_large_output_needs_no_copy_of_it(which: str) -> None:
     """Whole-tensor float64 temporaries grew the peak by about 14-17x the tensor's size for stats
     (measured on this code before it was chunked, and with ``numerics.CHUNK`` at the tensor's
-    size: bench/compare_memory.py); chunked, by a fraction of it."""
+    size: docs/benchmarks.md, "Comparing one large output"); chunked, by a fraction of it."""
     proc = subprocess.run([sys.executable, "-c", _PEAK, which], capture_output=True, text=True, timeout=300, check=True)
     growth = float(proc.stdout.strip().splitlines()[-1])
     # whole-tensor: stats ~14-17x, the tolerance ~10x, rmse ~6x; chunked: 0.15-0.5x (allocator noise included)

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.golden.records import id_problems
 from runtime_probe.package.manifest import parse_manifest
+from runtime_probe.package.sample_ids import id_problems
 from runtime_probe.paths import MAX_NAME, name_in_folder, plain_name, plain_name_problem
 
 from .test_manifest import minimal

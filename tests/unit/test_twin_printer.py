@@ -1,5 +1,5 @@
 """The debug twin's level-2 printer, read against the build's non-finite baseline (issue 26), on
-output recorded on CPU (torch 2.13.0+cpu, 2026-11-25; ``python -m bench.twin_printer``):
+output recorded on CPU (torch 2.13.0+cpu, 2026-11-25; ``python -m bench.twin_printer``, removed, last in commit e01756b):
 
 - ``masked_nan_*``: tests/integration/models.py ``masked_nan``, an additive causal mask (graph
   input ``arg7_1``, -inf by design, copied into ``buf2`` by baddbmm) and a sqrt that turns NaN on a
