@@ -347,8 +347,13 @@ def compile_step(st: BuildState) -> StepResult:
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(
             st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL
         )
-        if st.twin_child is not None:
-            st.note("the debug twin compiles in a child process beside the release model")
+    # the heartbeat repeats the last note for the whole phase: it names the release compile, which
+    # the phase waits on, and the twin only beside it (it said only the twin's, issue 44)
+    st.note(
+        "compiling the release model, and the debug twin beside it in a child process"
+        if st.twin_child is not None
+        else "compiling the release model"
+    )
     # the manifest's constant digests, hashed beside the compile (constant_digests.py; the package phase takes them)
     st.constant_digests = ConstantDigests(program_tensors(st.ep))
     try:
