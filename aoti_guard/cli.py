@@ -108,16 +108,24 @@ def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
             progress.log_line(line)
 
     handler = _Keep(level=logging.WARNING)
-    # torch._logging gives "torch" and its components (torch._dynamo, torch._inductor, ...) their
-    # own stderr handlers with propagate=False: each such logger gets ours instead, for the build
-    swapped: list[tuple[logging.Logger, list[logging.Handler], list[logging.Handler]]] = []
-    for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
-        logger = logging.getLogger(name)
-        streams: list[logging.Handler] = [h for h in logger.handlers if _writes_to_the_terminal(h)]
-        if name == "torch" or streams or not logger.propagate:
-            swapped.append((logger, streams, list(logger.handlers)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
+        # torch's import installs its stderr handlers (torch._logging._init_logs): imported after
+        # the swap below, it put them back, and every torch log line of the build reached the
+        # terminal (a CUDA wheel's "No CUDA runtime is found" on a CPU build, issue 44). The build
+        # imports torch anyway; one that cannot is reported by the build itself.
+        try:
+            import torch  # noqa: F401
+        except Exception:  # noqa: BLE001 - any failure of torch's import is the build's to report
+            pass
+        # torch._logging gives "torch" and its components (torch._dynamo, torch._inductor, ...)
+        # their own stderr handlers with propagate=False: each such logger gets ours instead
+        swapped: list[tuple[logging.Logger, list[logging.Handler], list[logging.Handler]]] = []
+        for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
+            logger = logging.getLogger(name)
+            streams: list[logging.Handler] = [h for h in logger.handlers if _writes_to_the_terminal(h)]
+            if name == "torch" or streams or not logger.propagate:
+                swapped.append((logger, streams, list(logger.handlers)))
         for logger, streams, _ in swapped:
             if logger.name == "torch" or not logger.propagate:  # a propagating one reaches an ancestor's: once
                 logger.addHandler(handler)

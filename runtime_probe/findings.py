@@ -119,6 +119,7 @@ CODES: dict[str, str] = {
     "build.training_mode": "The factory's model is in training mode and some of its modules behave differently there (Dropout, attention dropout, BatchNorm): the build stops at resolve, before exporting; the modules are named, and the fix is model.eval().",
     "build.export_failed": "torch.export could not export the model.",
     "build.export_specialized": "torch.export assumed a condition that pins or relates declared dynamic dims (a shape guard such as h*w == 64) and AOTInductor does not check it: the bare package computes the traced branch for every size. An error unless --allow-export-guards (then the guarded loader enforces it); always an error when the guard cannot be translated.",
+    "build.positions_exceeded": "A sequence dimension (dim 1 of input_ids, attention_mask, ...) accepts more positions than the model's config.max_position_embeddings: a rotary-position model runs there without error but never saw those positions in training (a warning; both numbers named).",
     "build.compile_failed": "AOTInductor could not compile the model.",
     "build.eager_failed": "The eager model raised on a golden sample.",
     "build.validation_failed": "A compiled output differs from the eager reference beyond tolerance.",

@@ -8,7 +8,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from aoti_guard.builder import resources
-from aoti_guard.builder.export_hints import Advice, Declared, advise, declared_dims, library_type_hint, suggested_fixes
+from aoti_guard.builder.export_hints import (
+    Advice,
+    Declared,
+    Tie,
+    advise,
+    declared_dims,
+    library_type_hint,
+    pinned_by_a_tie,
+    suggested_fixes,
+)
+from aoti_guard.builder.export_ranges import example_outside_advice
+from aoti_guard.builder.export_ties import find_ties
 from aoti_guard.builder.resolve import describe_exception
 from aoti_guard.spec import BuildSpec
 from runtime_probe.findings import error
@@ -69,7 +80,8 @@ def export_program(spec: BuildSpec, dynamic: Any, *, from_flags: bool = False) -
         if exhausted is not None:
             raise StepFailed([resources.finding(exhausted, "export", f"exporting {spec.label}")], exhausted.what) from exc
         declared = _declared(spec, dynamic)
-        advice = export_advice(exc, declared, from_flags=from_flags)
+        ties = _ties(spec, dynamic, declared, f"{exc}")
+        advice = export_advice(exc, declared, from_flags=from_flags, ties=ties)
         raise StepFailed(
             [
                 error(
@@ -99,17 +111,31 @@ def _declared(spec: BuildSpec, dynamic: Any) -> list[Declared]:
         return []
 
 
-def export_advice(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False) -> Advice:
+def _ties(spec: BuildSpec, dynamic: Any, declared: Sequence[Declared], text: str) -> tuple[Tie, ...]:
+    """The static inputs tied to a declared dim that torch pinned to its example's size
+    (export_ties.py: one more export); none when no declared dim was pinned that way."""
+    if not pinned_by_a_tie(text, declared):
+        return ()
+    args, kwargs = fresh_inputs(spec)
+    return find_ties(spec.model, args, kwargs, dynamic, declared)
+
+
+def export_advice(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False, ties: Sequence[Tie] = ()) -> Advice:
     """The hint for an export failure, built from torch's own message (export_hints.py): the
-    ``--dynamic`` flags and ``dynamic_shapes`` code giving the sizes asked, a library type's recipe."""
+    ``--dynamic`` flags and ``dynamic_shapes`` code giving the sizes asked, the static inputs tied
+    to a declared dim (``ties``), an example outside the declared range (export_ranges.py), a
+    library type's recipe."""
     text = f"{type(exc).__name__}: {exc}"
     if "data-dependent" in text or "GuardOnDataDependentSymNode" in text or "Could not guard on data-dependent" in text:
         return Advice("the model branches on tensor values: use torch.cond, or torch._check(...) to state what holds")
     library = library_type_hint(text)
     if library is not None:
         return Advice(library)
+    outside = example_outside_advice(text, declared, from_flags=from_flags)
+    if outside is not None:
+        return outside
     if "Constraints violated" in text or "specialized" in text or "Suggested fixes:" in text:
-        advice = advise(text, declared, from_flags=from_flags)
+        advice = advise(text, declared, from_flags=from_flags, ties=ties)
         if advice is not None:
             return advice
         return Advice(
@@ -123,6 +149,6 @@ def export_advice(exc: BaseException, declared: Sequence[Declared] = (), *, from
     return Advice("torch.export's message is above, line by line; see the torch.export docs for fixes")
 
 
-def export_hint(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False) -> str:
+def export_hint(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False, ties: Sequence[Tie] = ()) -> str:
     """``export_advice``'s hint in words."""
-    return export_advice(exc, declared, from_flags=from_flags).hint
+    return export_advice(exc, declared, from_flags=from_flags, ties=ties).hint

@@ -9,8 +9,12 @@ with ``seq = 8*_seq`` (a multiple of 8), ``seq = Dim('seq', max=128)`` (a narrow
 ``advise`` reads those lines, puts them against the dims the user declared (``--dynamic`` flags or
 the factory's ``dynamic_shapes``, with the example's size of each) and writes the same fix in both
 of the user's languages: the ``--dynamic`` flags (builder/dynamic.py's grammar, the range being the
-free symbol's) and the ``dynamic_shapes`` code. ``library_type_hint`` does the same for a type
-torch cannot flatten (a Hugging Face ``DynamicCache`` in the output).
+free symbol's) and the ``dynamic_shapes`` code. A declared dim pinned to its example's size because
+an input the user left static is tied to it (a padding mask beside ``input_ids``) is not said to be
+fixed by the code: the ``Tie`` found for it (export_ties.py) names that input, and the fix declares it with the same
+symbol. The declared dims are read in declared_dims.py; an example outside its declared range is
+export_ranges.py's; ``library_type_hint`` (library_types.py) gives the fix for a type torch cannot
+flatten (a Hugging Face ``DynamicCache`` in the output).
 
 Wording read (torch 2.11 to 2.15): the "Suggested fixes:" block (stable since 2.3; ``min=2`` is
 left out, ``max=oo`` means no maximum), "specialized it to be a constant (N)", the older "was
@@ -26,26 +30,47 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Advice", "Declared", "Fixes", "advise", "declared_dims", "library_type_hint", "parse_fixes", "suggested_fixes"]
+from aoti_guard.builder.declared_dims import Declared, declared_dims
+from aoti_guard.builder.library_types import library_type_hint
+
+__all__ = [
+    "Advice",
+    "Declared",
+    "Fixes",
+    "Tie",
+    "advise",
+    "declared_dims",
+    "dynamic_fix",
+    "library_type_hint",
+    "parse_fixes",
+    "pinned_by_a_tie",
+    "suggested_fixes",
+]
 
 
 @dataclass(frozen=True)
-class Declared:
-    """A dimension the user declared dynamic: ``input:dim`` is ``mul * name + add``, ``name`` in
-    [min, max] (None: not given); ``example`` is the example input's size there."""
+class Tie:
+    """An input dimension the user left static that goes with the declared symbol ``name``:
+    ``input:dim`` is ``mul * name + add``. ``proven``: torch.export, given that dimension free,
+    made it that expression (an op ties them: ``input_ids * attention_mask``); not proven: it kept
+    a free size of its own in the graph, has ``name``'s example size, and sits in an input with a
+    proven tie (a padding mask's batch, which the model indexes rather than broadcasts)."""
 
     input: str
     dim: int
     name: str
-    min: int | None = None
-    max: int | None = None
     mul: int = 1
     add: int = 0
     example: int | None = None
+    proven: bool = True
 
     @property
     def where(self) -> str:
         return f"{self.input}:{self.dim}"
+
+    @property
+    def flag(self) -> str:
+        return f"{self.where}={_size(self.mul, self.name, self.add)}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +94,7 @@ class Advice:
     hint: str
     flags: tuple[str, ...] = ()
     code: str | None = None
+    examples: tuple[tuple[str, int], ...] = ()  # INPUT:DIM -> an example size the fix asks for
 
     def evidence(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -76,6 +102,8 @@ class Advice:
             out["dynamic_flags"] = list(self.flags)
         if self.code:
             out["dynamic_shapes_code"] = self.code
+        if self.examples:
+            out["example_sizes"] = dict(self.examples)
         return out
 
 
@@ -156,77 +184,6 @@ def parse_fixes(text: str) -> Fixes:
 
 
 # --------------------------------------------------------------------------------------------------
-# the dims the user declared
-# --------------------------------------------------------------------------------------------------
-
-
-def declared_dims(dynamic_shapes: Any, bound_inputs: Mapping[str, Any]) -> list[Declared]:
-    """The named Dims of a ``dynamic_shapes`` (a dict by parameter name, or a tuple/list in the
-    inputs' order), top-level tensor inputs only; ``bound_inputs``: the example inputs by name."""
-    if dynamic_shapes is None:
-        return []
-    if isinstance(dynamic_shapes, Mapping):
-        items = list(dynamic_shapes.items())
-    elif isinstance(dynamic_shapes, (tuple, list)):
-        items = list(zip(bound_inputs, dynamic_shapes))
-    else:
-        return []
-    default_min, default_max = _dim_defaults()
-    out: list[Declared] = []
-    for name, spec in items:
-        if isinstance(spec, Mapping):
-            per_dim = [(d, s) for d, s in spec.items() if isinstance(d, int)]
-        elif isinstance(spec, (tuple, list)):
-            per_dim = list(enumerate(spec))
-        else:
-            continue
-        example = bound_inputs.get(str(name))
-        rank = len(getattr(example, "shape", ()) or ())
-        for dim, s in per_dim:
-            decl = _declared(str(name), dim if dim >= 0 or not rank else rank + dim, s, default_min, default_max, example)
-            if decl is not None:
-                out.append(decl)
-    return out
-
-
-def _dim_defaults() -> tuple[Any, Any]:
-    """A Dim's min and max when none is given (they changed across torch versions)."""
-    from torch.export import Dim
-
-    probe = Dim("_aoti_guard_probe")
-    return getattr(probe, "min", None), getattr(probe, "max", None)
-
-
-def _declared(name: str, dim: int, spec: Any, default_min: Any, default_max: Any, example: Any) -> Declared | None:
-    root = getattr(spec, "root", None)
-    fn = getattr(spec, "fn", None)
-    base = root if root is not None else spec
-    dim_name = getattr(base, "__name__", None)
-    if not isinstance(dim_name, str) or not hasattr(base, "min"):
-        return None  # None, an int, or a hint such as Dim.AUTO: nothing the user named
-    mul, add = 1, 0
-    if root is not None and callable(fn):
-        try:
-            add = int(fn(0))
-            mul = int(fn(1)) - add
-        except (TypeError, ValueError):
-            return None
-    lo, hi = getattr(base, "min", None), getattr(base, "max", None)
-    lo = None if lo is None or lo == default_min else _int_or_none(lo)
-    hi = None if hi is None or hi == default_max else _int_or_none(hi)
-    shape = getattr(example, "shape", None)
-    size = int(shape[dim]) if shape is not None and 0 <= dim < len(shape) else None
-    return Declared(name, dim, dim_name, lo, hi, mul, add, size)
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):  # int_oo
-        return None
-
-
-# --------------------------------------------------------------------------------------------------
 # the advice
 # --------------------------------------------------------------------------------------------------
 
@@ -242,9 +199,23 @@ class _Plan:
     constant: int | None = None
 
 
-def advise(text: str, declared: Sequence[Declared] = (), *, from_flags: bool = False) -> Advice | None:
+def pinned_by_a_tie(text: str, declared: Sequence[Declared]) -> list[Declared]:
+    """The declared dims torch's message pins to their example's size (not 0 or 1, which torch
+    pins for any input): the ones a static input tied to them may explain (``find_ties``)."""
+    fixes = parse_fixes(text)
+    out = []
+    for d in declared:
+        value = fixes.constants.get(d.name)
+        if value is not None and d.example is not None and d.example == _size_at(d, value) and d.example not in (0, 1):
+            out.append(d)
+    return out
+
+
+def advise(text: str, declared: Sequence[Declared] = (), *, from_flags: bool = False, ties: Sequence[Tie] = ()) -> Advice | None:
     """The fix torch's message asks for, as ``--dynamic`` flags and ``dynamic_shapes`` code for the
-    dims in ``declared``; None when the message holds no suggested fix or specialisation."""
+    dims in ``declared``; None when the message holds no suggested fix or specialisation. ``ties``:
+    the static inputs found tied to declared symbols (``find_ties``): a symbol pinned only by them
+    stays dynamic, and they join the fix with its symbol."""
     fixes = parse_fixes(text)
     if not fixes:
         return None
@@ -255,9 +226,19 @@ def advise(text: str, declared: Sequence[Declared] = (), *, from_flags: bool = F
     for d in dims:
         asked.setdefault(d.name, (d.min, d.max))  # the range of each free symbol the user named
     plans = [_plan(d, fixes) for d in dims]
+    proven = {t.name for t in ties if t.proven}
+    for p in plans:
+        if p.constant is not None and not _zero_one(p) and p.root in proven:
+            p.constant = None  # pinned by a static input, not by the code: _tie_notes says which
     ranges = _root_ranges(plans, fixes, asked)
     notes = [note for p in plans for note in _explain(p, ranges, fixes, asked)]
     kept = [p for p in plans if p.constant is None or _zero_one(p)]
+    roots = {p.root for p in kept}
+    order = {name: i for i, name in enumerate(dict.fromkeys(t.input for t in ties))}
+    # find_ties names an unproven one only beside a proven one in the same input
+    joined = sorted((t for t in ties if t.name in roots), key=lambda t: (order[t.input], t.dim))
+    notes += _tie_notes(joined, [p for p in plans if p.root in proven], fixes)
+    kept += [_Plan(Declared(t.input, t.dim, t.name, example=t.example), t.name, t.mul, t.add) for t in joined]
     flags, code = _flags(kept, ranges), _code(kept, ranges)
     parts = ["torch.export suggests: " + "; ".join(fixes.lines) + "." if fixes.lines else "", *notes]
     flag_text = " ".join(f"--dynamic {f}" for f in flags)
@@ -270,6 +251,36 @@ def advise(text: str, declared: Sequence[Declared] = (), *, from_flags: bool = F
     else:
         parts.append("With every declared dimension static, build without --dynamic (and without dynamic_shapes).")
     return Advice(" ".join(p for p in parts if p), tuple(flags), code if kept else None)
+
+
+def _tie_notes(ties: Sequence[Tie], plans: Sequence[_Plan], fixes: Fixes) -> list[str]:
+    """What ties each static input to a declared symbol, in the user's terms."""
+    notes: list[str] = []
+    said: set[str] = set()
+    for p in plans:
+        d = p.decl
+        mine = [t for t in ties if t.name == d.name and t.proven]
+        if not mine or p.root != d.name or d.name in said:
+            continue
+        said.add(d.name)
+        which = " and ".join(f"{t.where} ({_example(t)})" for t in mine)
+        pinned = fixes.constants.get(d.name)
+        lead = f"torch.export pins {d.where} ({d.name}) to {pinned}" if pinned is not None else f"{d.where} ({d.name}) is tied"
+        notes.append(
+            f"{lead} because the model's code ties it to {which}, which you left static: "
+            f"declare {'them' if len(mine) > 1 else 'it'} with the same symbol, " + " ".join(f"--dynamic {t.flag}" for t in mine) + "."
+        )
+    for t in ties:
+        if not t.proven:
+            notes.append(
+                f"{t.where} ({_example(t)}) has {t.name}'s example size and a size of its own in the graph (no op ties it to "
+                f"{t.name}: a padding mask the model indexes, rather than broadcasts, is like that): declare it as {t.name} too, --dynamic {t.flag}, or every call must pass it at {t.example}."
+            )
+    return notes
+
+
+def _example(t: Tie) -> str:
+    return "its size is unknown" if t.example is None else f"{t.example} in the example"
 
 
 def _from_sources(fixes: Fixes) -> list[Declared]:
@@ -391,6 +402,13 @@ def _range(lo: int | None, hi: int | None) -> str:
     return "" if lo is None and hi is None else f":{_num(lo)}..{_num(hi)}"
 
 
+def dynamic_fix(dims: Sequence[Declared], ranges: Mapping[str, tuple[int | None, int | None]]) -> tuple[tuple[str, ...], str]:
+    """The ``--dynamic`` flags and ``dynamic_shapes`` code for ``dims`` as declared, each free
+    symbol with its range from ``ranges`` (by name)."""
+    plans = [_Plan(d, d.name, d.mul, d.add) for d in dims]
+    return tuple(_flags(plans, ranges)), _code(plans, ranges)
+
+
 def _flags(plans: Iterable[_Plan], ranges: Mapping[str, tuple[int | None, int | None]]) -> list[str]:
     """``--dynamic`` values (builder/dynamic.py): a range once per free symbol. Empty when a size
     has no flag form (``seq - 1``: the grammar has no minus); the code form still has it."""
@@ -420,43 +438,3 @@ def _code(plans: Iterable[_Plan], ranges: Mapping[str, tuple[int | None, int | N
         shapes.setdefault(p.decl.input, []).append(f"{p.decl.dim}: {size}")
     body = ", ".join(f"'{name}': {{{', '.join(dims)}}}" for name, dims in shapes.items())
     return "; ".join(roots.values()) + f"; dynamic_shapes = {{{body}}}"
-
-
-# --------------------------------------------------------------------------------------------------
-# library types torch cannot flatten
-# --------------------------------------------------------------------------------------------------
-
-_TYPE_FOUND = (
-    re.compile(r"Found <class '(?P<type>[\w.]+)'> in (?P<side>input|output)"),
-    re.compile(r"one of the (?P<side>input|output)s with type `?<class '(?P<type>[\w.]+)'>"),
-)
-
-
-def library_type_hint(text: str) -> str | None:
-    """The hint for a type torch.export found in the inputs or outputs and cannot flatten; None
-    when the message names none. A Hugging Face ``DynamicCache`` gets its recipe (both ways
-    checked with transformers 5 and torch 2.13); any other type a generic hint naming it."""
-    for pattern in _TYPE_FOUND:
-        m = pattern.search(text)
-        if m:
-            break
-    else:
-        return None
-    typename, side = m["type"], m["side"]
-    if typename.startswith("transformers.") and typename.rsplit(".", 1)[-1] == "DynamicCache":
-        register = (
-            "call transformers.integrations.executorch.register_dynamic_cache_export_support() in the factory before it returns "
-            "(it makes DynamicCache a pytree node, which importing transformers does not)"
-        )
-        if side == "output":
-            return (
-                f"the model returns a {typename} (Hugging Face models do while use_cache is on, the default), which torch.export "
-                f"cannot flatten as it comes: {register}; or build without the cache: return use_cache=False in the factory's "
-                "kwargs, or set model.config.use_cache = False"
-            )
-        return f"the model takes a {typename}, which torch.export cannot flatten as it comes: {register}"
-    return (
-        f"torch.export cannot flatten the {typename} in the model's {side}s: have forward {'return' if side == 'output' else 'take'} "
-        f"tensors (or tuples, lists and dicts of them), or register {typename.rsplit('.', 1)[-1]} as a pytree node "
-        "(torch.utils._pytree.register_pytree_node; torch.export.register_dataclass for a dataclass)"
-    )

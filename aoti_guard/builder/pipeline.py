@@ -19,7 +19,7 @@ from typing import Any
 
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
-from aoti_guard.builder import determinism, export_guards, native_bounds, resources, targets, toolchain, training_mode
+from aoti_guard.builder import determinism, export_guards, native_bounds, positions, resources, targets, toolchain, training_mode
 from aoti_guard.builder import device as device_mod
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
@@ -323,7 +323,8 @@ def export_step(st: BuildState) -> StepResult:
     training = not st.is_program and bool(getattr(spec.model, "training", False))
     # a random op in the graph: whether its draws reach the outputs, from a second eager call
     repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
-    return [*determinism.findings(st.graph_state, root_training=training, repeated=repeated), *guards.findings], {
+    beyond = [] if st.is_program else positions.beyond_positions(spec.model, st.contract)  # a saved program has no config
+    return [*determinism.findings(st.graph_state, root_training=training, repeated=repeated), *guards.findings, *beyond], {
         "inputs": [i.name for i in st.contract.inputs],
         "outputs": [o.name for o in st.contract.outputs],
         "symbols": {s.name: [s.min, s.max] for s in st.contract.symbols},
@@ -347,8 +348,13 @@ def compile_step(st: BuildState) -> StepResult:
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(
             st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL
         )
-        if st.twin_child is not None:
-            st.note("the debug twin compiles in a child process beside the release model")
+    # the heartbeat repeats the last note for the whole phase: it names the release compile, which
+    # the phase waits on, and the twin only beside it (it said only the twin's, issue 44)
+    st.note(
+        "compiling the release model, and the debug twin beside it in a child process"
+        if st.twin_child is not None
+        else "compiling the release model"
+    )
     # the manifest's constant digests, hashed beside the compile (constant_digests.py; the package phase takes them)
     st.constant_digests = ConstantDigests(program_tensors(st.ep))
     try:

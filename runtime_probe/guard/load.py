@@ -28,6 +28,7 @@ from runtime_probe.guard.inputs import InputChecker, LeafInputs
 from runtime_probe.guard.values import DeviceValues, check_mode_name, resolve_mode, value_check, value_ranges
 from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_kept_constants, read_weights_file
 from runtime_probe.host.rules import parse_device
+from runtime_probe.host.skew import torch_to_install
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
@@ -160,7 +161,7 @@ def _import_torch(manifest: Manifest) -> None:
         wanted = manifest.toolchain.torch
         raise ToolError(
             f"runtime_probe.load needs torch to load the package, and this Python cannot import it: {exc}",
-            hint=f"install torch {wanted} (the version the package was built with) in this environment" if wanted else "install torch",
+            hint=f"install {torch_to_install(wanted, manifest.target.device_type)} in this environment",
             code="env.torch_missing",
         ) from None
 

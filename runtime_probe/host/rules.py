@@ -24,7 +24,7 @@ from typing import Any
 from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.host import cpu as _cpu
-from runtime_probe.host.skew import skew_finding
+from runtime_probe.host.skew import skew_finding, torch_to_install, torch_wanted
 from runtime_probe.package.manifest import Manifest
 
 __all__ = ["Requirements", "arch_runs_on", "check_host", "compare_torch", "parent_facts", "parse_device"]
@@ -182,9 +182,9 @@ def check_host(
                 "env.torch_missing",
                 PHASE,
                 "torch cannot be imported by this Python",
-                expected="torch" + (f" {req.torch}" if req.torch else ""),
+                expected="torch" + (f" {torch_wanted(req.torch, req.device_type)}" if req.torch else ""),
                 found=str(child.get("torch_error", "no torch"))[:300],
-                hint="install the torch version the package was built with"
+                hint=f"install {torch_to_install(req.torch, req.device_type)}"
                 + (f"; the child found torch at {child['torch_origin']}" if child.get("torch_origin") else ""),
                 evidence={"torch_origin": child.get("torch_origin")} if child.get("torch_origin") else {},
             )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from runtime_probe.findings import Finding, error, info, warning
 
-__all__ = ["SKEW", "SkewRow", "minor", "skew_finding"]
+__all__ = ["SKEW", "SkewRow", "minor", "skew_finding", "torch_to_install", "torch_wanted"]
 
 PHASE = "host"
 
@@ -54,6 +54,28 @@ def minor(version: str) -> str | None:
     """``"2.15.0+cu132"`` -> ``"2.15"``; None for a version without two numbers."""
     nums = re.findall(r"\d+", version.split("+", 1)[0])
     return f"{nums[0]}.{nums[1]}" if len(nums) >= 2 else None
+
+
+def torch_wanted(version: str, device_type: str) -> str:
+    """The torch a host needs for a package built with torch ``version`` for ``device_type``: the
+    build's release; for a CPU package without the build's local tag (a CUDA wheel's ``+cu132``
+    names a CUDA runtime that a CPU package never calls), for a CUDA package with it."""
+    return version if device_type == "cuda" else version.split("+", 1)[0]
+
+
+def torch_to_install(version: str | None, device_type: str) -> str:
+    """``torch_wanted`` in words, naming the wheel: the CPU one for a CPU package (whatever wheel
+    the build ran on: issue 44, a CPU package built on a 2.15 CUDA wheel was told to install the
+    CUDA wheel), the build's CUDA one for a CUDA package."""
+    if not version:
+        return "torch (the package names no torch version)"
+    wanted = torch_wanted(version, device_type)
+    local = version.partition("+")[2]
+    if device_type == "cuda":
+        cuda = re.fullmatch(r"cu(\d+)(\d)", local)
+        return f"torch {wanted}, the CUDA {cuda[1]}.{cuda[2]} wheel the package was built with" if cuda else f"torch {wanted} with CUDA"
+    built_on = f"; the build ran on {version}, a CUDA wheel, which a CPU package does not need" if local.startswith("cu") else ""
+    return f"torch {wanted}, the CPU wheel ({wanted}+cpu){built_on}"
 
 
 def skew_finding(build: str, host: str, device_type: str, table: tuple[SkewRow, ...] = SKEW) -> Finding | None:

@@ -44,7 +44,8 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     # on CPU the twin compiled in a child beside the release model (builder/twin.py)
     twin = next(p for p in report["phases"] if p["name"] == "debug_twin")
     assert twin["detail"]["where"] == "a child process, beside the release compile" and twin["detail"]["child_s"] > 0
-    assert "[compile] the debug twin compiles in a child process beside the release model" in example_pkg.stderr
+    # the compile's line (and its heartbeat) names the release compile the phase waits on, the twin beside it
+    assert "[compile] compiling the release model, and the debug twin beside it in a child process" in example_pkg.stderr
     # validation went one sample at a time, each with its seconds per step (builder/validate/run.py)
     validate = next(p for p in report["phases"] if p["name"] == "validate")
     timings = validate["detail"]["timings"]

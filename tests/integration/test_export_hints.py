@@ -4,8 +4,9 @@ accepts exactly the sizes asked.
 
 The cases, each a tiny real model (tests/integration/export_hint_models.py, models.py:groups8):
 a multiple of 8 (asked 8..64: today's template hint gave ``8*_seq:1..64``, a package of 8..512), a
-sequence range beyond a position table, an example batch of 1, and a Hugging Face decoder exported
-as it comes (a DynamicCache in its output)."""
+sequence range beyond a position table, an example batch of 1, a Hugging Face decoder exported
+as it comes (a DynamicCache in its output), a padding mask left static beside declared
+``input_ids`` (a two-op model, and a tiny Mistral), and an example outside the declared range."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from torch.export import Dim
 
 from aoti_guard.builder.export import export_program
+from aoti_guard.builder.export_hints import Tie
 from aoti_guard.spec import BuildSpec
 from runtime_probe.recorder import StepFailed
 
@@ -133,3 +135,117 @@ def test_a_factorys_dynamic_shapes_get_the_fix_in_code_and_the_code_exports() ->
     exec(code, scope)  # the code as the hint gives it
     ep = torch.export.export(Groups8(), (x,), dynamic_shapes=scope["dynamic_shapes"])
     assert ep.module()(torch.randn(2, 64)).shape == (2, 8)
+
+
+MASK_ASKED = ("--dynamic", "input_ids:0=batch:1..8", "--dynamic", "input_ids:1=seq:1..128")
+
+
+def _symbols(path: Path) -> dict[str, tuple[int, int | None]]:
+    return {s["name"]: (s["min"], s["max"]) for s in _io(path)["symbols"]}
+
+
+def test_a_mask_left_static_is_named_with_the_flag_to_add_and_following_it_builds_the_asked_ranges(pkg_dir: Path) -> None:
+    """Issue 44, item 3: the hint said the code fixes input_ids:1 to 16 and to make it static."""
+    refused = build_package(pkg_dir, "hint_mask_static", f"{HINTS}:masked_tokens", "--no-debug-twin", *MASK_ASKED)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    finding = _refusal(refused.report)
+    hint = finding["hint"]
+    for dim, symbol, size in ((0, "batch", 2), (1, "seq", 16)):
+        assert (
+            f"torch.export pins input_ids:{dim} ({symbol}) to {size} because the model's code ties it to attention_mask:{dim} "
+            f"({size} in the example), which you left static: declare it with the same symbol, --dynamic attention_mask:{dim}={symbol}."
+        ) in hint
+    assert "static (no --dynamic for it)" not in hint and "fixes input_ids" not in hint
+    assert finding["evidence"]["dynamic_flags"] == [
+        "input_ids:0=batch:1..8",
+        "input_ids:1=seq:1..128",
+        "attention_mask:0=batch",
+        "attention_mask:1=seq",
+    ]
+
+    built = build_package(pkg_dir, "hint_mask_static_followed", f"{HINTS}:masked_tokens", "--no-debug-twin", *_hinted_flags(finding))
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert _symbols(built.path) == {"batch": (1, 8), "seq": (1, 128)}
+    mask = next(i for i in _io(built.path)["inputs"] if i["name"] == "attention_mask")
+    assert [d["expr"] for d in mask["tensor"]["shape"]] == ["batch", "seq"]
+
+
+def test_a_mistral_with_its_mask_left_static_gets_both_mask_dims_and_builds_with_a_positions_warning(pkg_dir: Path) -> None:
+    """Issue 44, items 3 and 13, on the real case: a Mistral decoder (rotary positions, 64 of them
+    in its config) asked for batch 1..8 x seq 1..128 with its mask left static. torch.export pins
+    seq (the mask meets the scores); the mask's batch is indexed, so nothing pins it, and a build
+    with only seq added passed export and lost every sample of batch > 2 in validation."""
+    refused = build_package(pkg_dir, "hint_mistral_mask", f"{HINTS}:mistral_64_positions", "--no-debug-twin", *MASK_ASKED)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    finding = _refusal(refused.report)
+    hint = finding["hint"]
+    assert "torch.export pins input_ids:1 (seq) to 16 because the model's code ties it to attention_mask:1 (16 in the example)" in hint
+    assert "attention_mask:0 (2 in the example) has batch's example size" in hint
+    assert finding["evidence"]["dynamic_flags"] == [
+        "input_ids:0=batch:1..8",
+        "input_ids:1=seq:1..128",
+        "attention_mask:0=batch",
+        "attention_mask:1=seq",
+    ]
+
+    built = build_package(
+        pkg_dir, "hint_mistral_mask_followed", f"{HINTS}:mistral_64_positions", "--no-debug-twin", *_hinted_flags(finding)
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert _symbols(built.path) == {"batch": (1, 8), "seq": (1, 128)}
+    assert built.report is not None
+    (beyond,) = [f for p in built.report["phases"] for f in p["findings"] if f["code"] == "build.positions_exceeded"]
+    assert beyond["severity"] == "warning" and "up to 128" in beyond["message"] and "the 64 positions" in beyond["message"]
+    assert "--dynamic input_ids:1=seq:1..64" in beyond["hint"]
+
+
+def test_an_example_outside_the_declared_range_gets_the_example_and_the_range_that_fix_it(pkg_dir: Path) -> None:
+    """Issue 44, item 6: "2 not in range [4, 8]" got "see the torch.export docs"."""
+    asked = (
+        *("--dynamic", "input_ids:0=batch:4..8", "--dynamic", "input_ids:1=seq:1..8"),
+        *("--dynamic", "attention_mask:0=batch", "--dynamic", "attention_mask:1=seq"),
+    )
+    refused = build_package(pkg_dir, "hint_outside", f"{HINTS}:masked_tokens", "--no-debug-twin", *asked)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    finding = _refusal(refused.report)
+    hint = finding["hint"]
+    assert "torch.export docs" not in hint
+    assert "input_ids:0 (batch): the example's size is 2, outside the range you declared, 4..8" in hint
+    assert "give an example inside it: input_ids.shape[1] = 8, attention_mask.shape[1] = 8 (the inputs that share seq)" in hint
+    assert "or widen the range to 1..16, which includes the example" in hint
+    assert finding["evidence"]["example_sizes"] == {"input_ids:0": 4, "attention_mask:0": 4, "input_ids:1": 8, "attention_mask:1": 8}
+    assert finding["evidence"]["dynamic_flags"] == [
+        "input_ids:0=batch:2..8",
+        "input_ids:1=seq:1..16",
+        "attention_mask:0=batch",
+        "attention_mask:1=seq",
+    ]
+
+    # the fix that keeps the asked ranges: the same flags, the example the hint names
+    built = build_package(pkg_dir, "hint_outside_followed", f"{HINTS}:masked_tokens_inside", "--no-debug-twin", *asked)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert _symbols(built.path) == {"batch": (4, 8), "seq": (1, 8)}
+
+
+class _Shifted(torch.nn.Module):
+    """``labels`` is one longer than ``ids`` (sliced against it), ``scale`` a table of its own."""
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return (ids + labels[:, 1:]).float().sum() * scale.sum()
+
+
+def test_find_ties_reads_torchs_own_program_and_leaves_an_unrelated_input_alone() -> None:
+    """No compile: the second export (undeclared dims free) gives labels:1 = seq + 1 and labels:0 =
+    batch, and nothing for the table of 3, whose size no declared symbol has."""
+    from aoti_guard.builder.export_hints import declared_dims
+    from aoti_guard.builder.export_ties import find_ties
+
+    model = _Shifted()
+    args = (torch.zeros(2, 16, dtype=torch.long), torch.zeros(2, 17, dtype=torch.long), torch.ones(3))
+    dynamic = {"ids": {0: Dim("batch", min=1, max=8), 1: Dim("seq", min=1, max=64)}, "labels": None, "scale": None}
+    declared = declared_dims(dynamic, {"ids": args[0], "labels": args[1], "scale": args[2]})
+    with pytest.raises(Exception, match="specialized it to be a constant"):
+        torch.export.export(model, args, dynamic_shapes=dynamic)
+    ties = find_ties(model, args, {}, dynamic, declared)
+    assert sorted(ties, key=lambda t: t.dim) == [Tie("labels", 0, "batch", 1, 0, 2), Tie("labels", 1, "seq", 1, 1, 17)]
+    assert find_ties(model, args, {}, dynamic, []) == ()

@@ -342,6 +342,42 @@ def test_build_keeps_torch_noise_off_the_terminal_in_the_report_and_log_file(
     assert inductor.handlers == handlers_before  # torch's own handlers are back after the build
 
 
+_FIRST_IMPORT_BUILD = """
+import logging, sys
+from aoti_guard import cli
+from aoti_guard.builder import pipeline
+from runtime_probe.report import Report
+
+assert "torch" not in sys.modules  # the build imports torch itself, after the CLI set up its log
+
+def fake_build(target, options, progress=None, **_):
+    import torch  # noqa: F401 - the build's first import of torch, as in a real build
+    logging.getLogger("torch.utils.cpp_extension").warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+    return Report(kind="build", package={"path": options.output}, phases=(), title="build m.pt2")
+
+pipeline.build = fake_build
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_torch_log_lines_stay_off_the_terminal_when_the_build_imports_torch_first(tmp_path: Path) -> None:
+    """Issue 44: a CUDA wheel's "No CUDA runtime is found" reached a CPU build's terminal. torch's
+    import installs its stderr handler on the "torch" logger; the CLI swapped handlers before torch
+    was imported, so every torch log line of a build went to the terminal."""
+    out = tmp_path / "b.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIRST_IMPORT_BUILD, "build", "-o", str(tmp_path / "m.pt2"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No CUDA runtime" not in proc.stdout + proc.stderr
+    kept = json.loads(out.read_text())["extra"]["log"]
+    assert "WARNING torch.utils.cpp_extension: No CUDA runtime is found, using CUDA_HOME='/usr/local'" in kept
+
+
 def test_probe_log_file_gets_every_progress_line(unsigned: tuple[Path, Path], tmp_path: Path) -> None:
     pkg, pub = unsigned
     log = tmp_path / "probe.log"

@@ -6,7 +6,8 @@ tests/integration/test_export_hints.py."""
 
 from __future__ import annotations
 
-from aoti_guard.builder.export_hints import Declared, advise, library_type_hint, parse_fixes, suggested_fixes
+from aoti_guard.builder.export_hints import Declared, Tie, advise, library_type_hint, parse_fixes, pinned_by_a_tie, suggested_fixes
+from aoti_guard.builder.export_ranges import example_outside_advice
 from runtime_probe.findings import error
 from runtime_probe.report import format_finding
 
@@ -146,6 +147,71 @@ def test_without_the_users_dims_the_message_names_the_input() -> None:
     unplaced = advise(text.replace("seq = L['x'].size()[1]", "seq"))
     assert unplaced is not None and "--dynamic INPUT:DIM=8*_seq:1..64" in unplaced.hint
     assert advise("Constraints violated (seq)! For more information") is None
+
+
+# a Mistral decoder with input_ids:0/1 declared and its attention_mask left static (torch 2.13)
+MASK_PINS_SEQ = """Constraints violated (seq)! For more information, run with TORCH_LOGS="+dynamic".
+  - You marked seq as dynamic but your code specialized it to be a constant (16). If you're using mark_dynamic, either remove it or use maybe_mark_dynamic. If you're using Dim.DYNAMIC, replace it with either Dim.STATIC or Dim.AUTO.
+Suggested fixes:
+  seq = 16
+"""
+IDS = [Declared("input_ids", 0, "batch", 1, 8, example=2), Declared("input_ids", 1, "seq", 1, 128, example=16)]
+
+
+def test_a_dim_pinned_by_a_static_input_names_it_and_keeps_the_asked_range() -> None:
+    """Issue 44, item 3: without the tie, the hint said to make input_ids:1 static."""
+    assert pinned_by_a_tie(MASK_PINS_SEQ, IDS) == [IDS[1]]
+    assert pinned_by_a_tie(SPECIALIZED.format(n=1), [Declared("x", 0, "batch", 1, 64, example=1)]) == []  # 0/1: torch's own rule
+    ties = [Tie("attention_mask", 1, "seq", example=16), Tie("attention_mask", 0, "batch", example=2, proven=False)]
+    advice = advise(MASK_PINS_SEQ, IDS, from_flags=True, ties=ties)
+    assert advice is not None
+    assert advice.flags == ("input_ids:0=batch:1..8", "input_ids:1=seq:1..128", "attention_mask:0=batch", "attention_mask:1=seq")
+    assert (
+        "torch.export pins input_ids:1 (seq) to 16 because the model's code ties it to attention_mask:1 (16 in the example), which "
+        "you left static: declare it with the same symbol, --dynamic attention_mask:1=seq." in advice.hint
+    )
+    assert (
+        "attention_mask:0 (2 in the example) has batch's example size" in advice.hint and "--dynamic attention_mask:0=batch" in advice.hint
+    )
+    assert "fixes input_ids:1" not in advice.hint and "static (no --dynamic" not in advice.hint
+    assert advice.code == (
+        "batch = Dim('batch', min=1, max=8); seq = Dim('seq', min=1, max=128); "
+        "dynamic_shapes = {'input_ids': {0: batch, 1: seq}, 'attention_mask': {0: batch, 1: seq}}"
+    )
+    # a derived tie (labels = seq + 1) in the flag grammar; an unproven tie alone is not enough
+    derived = advise(MASK_PINS_SEQ, IDS, from_flags=True, ties=[Tie("labels", 1, "seq", 1, 1, 17)])
+    assert derived is not None and derived.flags[-1] == "labels:1=seq+1"
+    alone = advise(MASK_PINS_SEQ, IDS, from_flags=True, ties=[Tie("attention_mask", 0, "batch", example=2, proven=False)])
+    assert alone is not None and "The model's code fixes input_ids:1 (seq) to 16" in alone.hint
+
+
+def test_an_example_outside_the_declared_range_gets_an_example_inside_and_a_range_around_it() -> None:
+    """Issue 44, item 6: torch's "2 not in range [4, 8]" names neither the input nor the Dim."""
+    text = "ConstraintViolationError: 2 not in range [4, 8]\n\nThe error above occurred when calling torch.export.export."
+    dims = [
+        Declared("x", 0, "batch", 4, 8, example=2),
+        Declared("mask", 0, "batch", 4, 8, example=2),
+        Declared("x", 1, "n", 1, 8, example=5),
+    ]
+    advice = example_outside_advice(text, dims, from_flags=True)
+    assert advice is not None
+    assert advice.hint.startswith("x:0 (batch): the example's size is 2, outside the range you declared, 4..8.")
+    assert (
+        "give an example inside it: x.shape[0] = 4, mask.shape[0] = 4 (the inputs that share batch); or widen the range to 2..8"
+        in advice.hint
+    )
+    assert advice.flags == ("x:0=batch:2..8", "mask:0=batch", "x:1=n:1..8") and dict(advice.examples) == {"x:0": 4, "mask:0": 4}
+    assert "build with: --dynamic x:0=batch:2..8 --dynamic mask:0=batch --dynamic x:1=n:1..8" in advice.hint
+    # a derived size: 8*k with k in 1..4 and an example of 48 (k = 6): an example of 32, or k up to 6
+    steps = example_outside_advice("48 not in range [8, 32]", [Declared("x", 1, "k", 1, 4, mul=8, example=48)])
+    assert steps is not None and "outside the range you declared, 8..32 in steps of 8" in steps.hint and dict(steps.examples) == {"x:1": 32}
+    assert steps.flags == ("x:1=8*k:1..6",) and steps.hint.index("in the factory") < steps.hint.index("--dynamic")
+    # an example of 0 below a range from 0: the example asked is 2 (torch specializes 0 and 1)
+    zero = example_outside_advice("0 not in range [2, 9]", [Declared("x", 0, "b", 2, 9, example=0)])
+    assert zero is not None and dict(zero.examples) == {"x:0": 2}
+    unplaced = example_outside_advice("3 not in range [4, 8]", [])
+    assert unplaced is not None and "3, is outside the range 4..8" in unplaced.hint and not unplaced.flags
+    assert example_outside_advice(MULTIPLE_OF_8, dims) is None
 
 
 def test_library_types_get_their_recipe_or_their_name() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from runtime_probe.formats.symexpr import ExprError, compile_expr, free_symbols
 from runtime_probe.host.rules import Requirements, arch_runs_on, check_host, compare_torch
-from runtime_probe.host.skew import SKEW, SkewRow, minor, skew_finding
+from runtime_probe.host.skew import SKEW, SkewRow, minor, skew_finding, torch_to_install
 
 
 @pytest.mark.parametrize(
@@ -160,6 +160,26 @@ def test_glibc_too_old() -> None:
 def test_no_torch() -> None:
     findings, go_on = check_host(Requirements(device_type="cpu"), PARENT, {"torch_error": "ModuleNotFoundError"}, "cpu", None)
     assert codes(findings) == {"env.torch_missing"} and not go_on
+
+
+def test_no_torch_names_the_cpu_wheel_for_a_cpu_package_and_the_cuda_one_for_a_cuda_package() -> None:
+    """Issue 44: a CPU package built on torch 2.15.0+cu132 was told to install that CUDA wheel."""
+    no_torch = {"torch_error": "ModuleNotFoundError"}
+    cpu, _ = check_host(Requirements(device_type="cpu", torch="2.15.0+cu132"), PARENT, no_torch, "cpu", None)
+    (missing,) = cpu
+    assert missing.expected == "torch 2.15.0"
+    assert missing.hint is not None and missing.hint.startswith(
+        "install torch 2.15.0, the CPU wheel (2.15.0+cpu); the build ran on 2.15.0+cu132"
+    )
+    cuda, _ = check_host(Requirements(device_type="cuda", torch="2.15.0+cu132"), PARENT, no_torch, "cuda", 0)
+    (missing,) = cuda
+    assert (
+        missing.expected == "torch 2.15.0+cu132"
+        and missing.hint == "install torch 2.15.0+cu132, the CUDA 13.2 wheel the package was built with"
+    )
+    assert torch_to_install("2.13.0+cpu", "cpu") == "torch 2.13.0, the CPU wheel (2.13.0+cpu)"
+    assert torch_to_install("2.14.0+cu128", "cuda") == "torch 2.14.0+cu128, the CUDA 12.8 wheel the package was built with"
+    assert torch_to_install("2.14.0", "cuda") == "torch 2.14.0 with CUDA" and torch_to_install(None, "cpu").startswith("torch (")
 
 
 def test_expressions() -> None:
