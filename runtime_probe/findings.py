@@ -140,6 +140,7 @@ CODES: dict[str, str] = {
     "build.references_agree": "Eager, AOTInductor and ONNX Runtime agree on every output compared.",
     "build.onnx_export_failed": "No ONNX Runtime reference: the model could not be exported to ONNX or loaded by ONNX Runtime.",
     "build.onnx_run_failed": "ONNX Runtime could not run a golden sample: that sample has no second reference.",
+    "build.onnx_not_kept": "--keep-onnx named a file, but no ONNX model was written there (the message says why).",
     "build.minified": "The AOTI minifier reduced the failure to a smaller repro (paths and rerun commands in evidence).",
     "build.minifier_failed": "The AOTI minifier could not reproduce or reduce the failure.",
     "build.isa_beyond_baseline": "The CPU package's .so uses AVX-512/AMX instructions: it dies with SIGILL on CPUs without them (build with --cpu-isa x86-64-v3).",

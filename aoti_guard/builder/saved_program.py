@@ -29,6 +29,7 @@ import builtins
 import contextlib
 import io
 import keyword
+import logging
 import os
 import pickle
 import re
@@ -86,7 +87,7 @@ def load_program(path: str) -> Any:
     """
     import torch
 
-    with _refusing_code() as refused:
+    with _refusing_code() as refused, _logged_causes() as causes:
         try:
             ep = torch.export.load(path)
         except BaseException as exc:
@@ -94,6 +95,10 @@ def load_program(path: str) -> Any:
             # unpickling, and falls back to an older format on a RuntimeError)
             what = refused[0] if refused else _weights_only_refusal(exc)
             if what is None:
+                if causes and isinstance(exc, Exception):
+                    # torch logs the real error and raises "Please check the warnings above",
+                    # which a child's caller never sees: the real one goes on the exception
+                    raise RuntimeError(f"torch.export.load could not read {path}: {causes[0]}") from exc
                 raise
             raise UnsafeProgram(path, what) from None
     if refused:  # torch caught the refusal and went on: the program is still not to be used
@@ -102,6 +107,33 @@ def load_program(path: str) -> Any:
     if problem is not None:
         raise UnsafeProgram(path, problem)
     return ep
+
+
+@contextlib.contextmanager
+def _logged_causes() -> Iterator[list[str]]:
+    """The errors ``torch.export.load`` logs (with their traceback) and then replaces with ``We ran
+    into an error when deserializing the saved file. Please check the warnings above`` (2.11-2.15):
+    ``NotImplementedError: Deserializing transformers.modeling_outputs.BaseModelOutput in pytree
+    is not registered.``"""
+    causes: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                causes.append(f"{type(exc).__name__}: {_first_line(str(exc))}")
+
+    handler = _Keep(logging.WARNING)
+    logger = logging.getLogger("torch.export")
+    logger.addHandler(handler)
+    try:
+        yield causes
+    finally:
+        logger.removeHandler(handler)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "no message")[:400]
 
 
 class _Refused(BaseException):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import MODELS, Built, build_package, run_cli
+from .conftest import HERE, MODELS, Built, build_package, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -135,3 +135,29 @@ def test_build_help_documents_the_flags() -> None:
     out = run_cli("build", "--help").stdout
     for flag in ("--reference", "--keep-onnx", "--minify", "--minify-timeout"):
         assert flag in out
+
+
+def test_a_transformers_model_gets_its_onnx_reference(pkg_dir: Path) -> None:
+    """Issue 44: the ONNX child is a fresh interpreter where transformers' ModelOutput is not
+    registered; it loaded no transformers model's program, and the reference was silently off."""
+    onnx_path = pkg_dir / "distilbert.onnx"
+    built = build_package(
+        pkg_dir,
+        "hf_distilbert",
+        f"{HERE / 'guard_models.py'}:distilbert",
+        "--no-debug-twin",
+        "--reference",
+        "onnxruntime",
+        "--keep-onnx",
+        str(onnx_path),
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    report = built.report
+    assert report is not None
+    assert not findings(report, "build.onnx_export_failed") and not findings(report, "build.onnx_not_kept")
+    (ok,) = findings(report, "build.references_agree")
+    assert "4 sample(s)" in ok["message"], ok
+    ref = phase(report, "validate")["detail"]["reference"]
+    assert ref["samples_run"] == 4 and ref["onnx_inputs"] == ["input_ids", "attention_mask"], ref
+    assert onnx_path.is_file() and onnx_path.stat().st_size > 0
+    assert "onnxruntime reference: ONNX Runtime" in built.stderr and "ran 4 sample(s)" in built.stderr

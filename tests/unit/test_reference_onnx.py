@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from aoti_guard import _proc
-from aoti_guard.builder.validate.onnx_reference import PendingReference, exporter_summary, finish_reference
+from aoti_guard.builder.validate.onnx_reference import PendingReference, exporter_summary, finish_reference, progress_line
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, InputSpec, IOContract, OutputSpec, TensorSpec
 
@@ -118,3 +118,44 @@ def test_a_model_onnx_runtime_cannot_load_is_one_warning(tmp_path: Path) -> None
     ref = finish_reference(_pending(tmp_path, result), CONTRACT, 30)
     (f,) = ref.findings
     assert f.code == "build.onnx_export_failed" and "could not load" in f.message and "bad node" in f.message
+
+
+# What torch.export.load raised in the ONNX child for every transformers model before the child got
+# a flat program (issue 44): the real cause, as load_program now words it.
+LOAD_ERROR = (
+    "torch.export.load could not read /w/onnx/program.pt2: NotImplementedError: Deserializing "
+    "transformers.modeling_outputs.CausalLMOutputWithPast in pytree is not registered."
+)
+
+
+def test_a_program_the_child_cannot_load_says_the_real_cause_in_one_visible_line(tmp_path: Path) -> None:
+    result = {"stage": "load", "failed": "load", "error": {"type": "RuntimeError", "message": LOAD_ERROR}, "samples": {}}
+    ref = finish_reference(_pending(tmp_path, result), CONTRACT, 30)
+    (f,) = ref.findings
+    assert f.code == "build.onnx_export_failed" and "could not load the saved program" in f.message
+    assert "CausalLMOutputWithPast in pytree is not registered" in f.message
+    assert f.hint is not None and "custom_translation_table" not in f.hint  # not an exporter problem
+    line = progress_line(ref)
+    assert line.startswith("onnxruntime reference: OFF") and "CausalLMOutputWithPast in pytree is not registered" in line
+    assert "\n" not in line and "see the warnings" not in line
+
+
+def test_keep_onnx_that_wrote_nothing_is_a_warning_with_the_reason(tmp_path: Path) -> None:
+    result = {"stage": "export", "failed": "export", "error": {"type": "ConversionError", "message": EXPORT_ERROR}, "samples": {}}
+    pending = _pending(tmp_path, result)
+    pending.kept = True
+    ref = finish_reference(pending, CONTRACT, 30)
+    export, kept = ref.findings
+    assert export.code == "build.onnx_export_failed"
+    assert kept.code == "build.onnx_not_kept" and kept.severity.value == "warning"
+    assert f"--keep-onnx {tmp_path / 'm.onnx'}: no ONNX model was written there" in kept.message
+    assert "prims.bessel_i0" in kept.message  # the reason, not just "nothing"
+
+
+def test_keep_onnx_that_wrote_its_file_is_no_warning(tmp_path: Path) -> None:
+    (tmp_path / "m.onnx").write_bytes(b"model")
+    result = {"stage": "done", "outputs": ["only_one"], "samples": {}}
+    pending = _pending(tmp_path, result)
+    pending.kept = True
+    ref = finish_reference(pending, CONTRACT, 30)
+    assert {f.code for f in ref.findings} == {"build.onnx_export_failed"}  # the count mismatch alone

@@ -27,13 +27,16 @@ def _error(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": str(exc)[-12000:], "traceback": traceback.format_exc()[-6000:]}
 
 
-def _export(program_path: str, onnx_path: str) -> list[str]:
-    """Export the saved program to ``onnx_path``; returns the files written (model + external data)."""
-    import torch
-
+def _load(program_path: str) -> Any:
     from aoti_guard.builder.saved_program import load_program
 
-    ep = load_program(program_path)
+    return load_program(program_path)
+
+
+def _export(ep: Any, onnx_path: str) -> list[str]:
+    """Export the loaded program to ``onnx_path``; returns the files written (model + external data)."""
+    import torch
+
     # For an ExportedProgram, args/kwargs/dynamic_shapes are ignored: the program's own symbolic
     # shapes are kept, so the boundary samples can run. dynamo=True is the default from torch 2.9
     # on (we support 2.11+); said anyway, so an older default cannot pick the TorchScript exporter.
@@ -51,11 +54,19 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         request = json.load(fh)
     result_path = request["result"]
-    result: dict[str, Any] = {"stage": "export", "samples": {}}
+    result: dict[str, Any] = {"stage": "load", "samples": {}}
     _write(result_path, result)
     started = time.monotonic()
     try:
-        result["files"] = _export(request["program"], request["onnx_path"])
+        ep = _load(request["program"])
+    except Exception as exc:  # noqa: BLE001 - told apart from an export failure: its hint differs
+        result.update(failed="load", error=_error(exc))
+        _write(result_path, result)
+        return 0
+    result["stage"] = "export"
+    _write(result_path, result)
+    try:
+        result["files"] = _export(ep, request["onnx_path"])
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent as data
         result.update(failed="export", error=_error(exc))
         _write(result_path, result)

@@ -12,7 +12,9 @@ the build goes on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import keyword
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +24,7 @@ from typing import Any
 from aoti_guard import _proc
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.saved_program import save_program
+from aoti_guard.builder.twin import flat_program
 from aoti_guard.builder.validate import verdict
 from aoti_guard.builder.validate.references import sample_env
 from aoti_guard.builder.validate.tolerance import ToleranceRule
@@ -90,11 +93,59 @@ def _tensor_keys(contract: IOContract, g: GoldenSample) -> list[str]:
     return [g.inputs[spec.name] for spec in contract.inputs if spec.kind == "tensor" and spec.tensor is not None and spec.name in g.inputs]
 
 
+def onnx_program(ep: Any, contract: IOContract) -> Any:
+    """The program the ONNX child exports: ``ep`` with a flat call structure (``twin.flat_program``),
+    its leaves named after the contract's inputs, and no export guards.
+
+    Flat, because the child is a fresh interpreter: a library type in the call structure (a Hugging
+    Face ``ModelOutput``, a ``DynamicCache``) is registered with pytree only where the factory's
+    library was imported, and ``torch.export.load`` cannot rebuild the program without it. The
+    ONNX model has tensor inputs and outputs in flat order either way, which is how they are
+    matched to the contract. No guards, because torch writes them against the user's argument
+    names (``L['input_ids']``), which the flat copy does not have: the ONNX exporter's
+    decomposition then fails with ``NameError: name 'L' is not defined``. ONNX Runtime checks no
+    guard, and the golden samples already passed the eager model's.
+
+    ``ep`` itself where this torch's program is not laid out as ``flat_program`` expects.
+    """
+    try:
+        flat = flat_program(ep)
+    except ValueError:
+        return ep
+    names = _leaf_names(contract, len(flat.module_call_graph[0].signature.forward_arg_names or ()))
+    if names is not None:
+        root, *rest = flat._module_call_graph
+        flat._module_call_graph = [dataclasses.replace(root, signature=dataclasses.replace(root.signature, forward_arg_names=names)), *rest]
+    flat._guards_code = []
+    return flat
+
+
+def _leaf_names(contract: IOContract, count: int) -> list[str] | None:
+    """The contract's input names as Python names (``xs[1]`` -> ``xs_1``), one per leaf, so that
+    the ONNX model's inputs read as the model's; None where they do not line up one to one."""
+    if count == 0 or len(contract.inputs) != count:
+        return None
+    names: list[str] = []
+    for spec in contract.inputs:
+        base = re.sub(r"\W+", "_", spec.name).strip("_") or "input"
+        if not base.isidentifier() or keyword.iskeyword(base):
+            base = f"input_{base}"
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}_{n}"
+        names.append(name)
+    return names
+
+
 def start_reference(
     ep: Any, work: str, golden_path: str, index: Sequence[GoldenSample], contract: IOContract, keep_onnx: str | None
 ) -> PendingReference | OnnxReference:
     """Save the program and start the child; an OnnxReference (with a warning) if it cannot start."""
-    program, why = save_program(ep, work)
+    out_dir = os.path.join(work, "onnx")
+    os.makedirs(out_dir, exist_ok=True)
+    # its own folder: the minifier saves the program as it is (work/program.pt2), this one is flat
+    program, why = save_program(onnx_program(ep, contract), out_dir)
     if program is None:
         return OnnxReference(
             findings=(
@@ -107,8 +158,6 @@ def start_reference(
             )
         )
     onnx_path = os.path.abspath(keep_onnx) if keep_onnx else os.path.join(work, "model.onnx")
-    out_dir = os.path.join(work, "onnx")
-    os.makedirs(out_dir, exist_ok=True)
     result_path = os.path.join(out_dir, "result.json")
     request = {
         "program": program,
@@ -141,6 +190,15 @@ def _model_failure(result: Mapping[str, Any], stage: str, how: str, tail: list[s
     """The warning when no sample can have an ONNX Runtime result (export or session failed, or
     the child ended before running any sample), else None."""
     failed = result.get("failed")
+    if failed == "load":
+        err = result.get("error") or {}
+        return warning(
+            "build.onnx_export_failed",
+            PHASE,
+            f"the ONNX child could not load the saved program: {err.get('type')}: {_first_line(str(err.get('message', '')))[:400]}",
+            hint=f"{_NONE_AT_ALL}; this is aoti-guard's own step (the program it saved for the child), please report it",
+            evidence={"error_type": err.get("type"), "message": str(err.get("message", ""))[-4000:], "log_tail": tail},
+        )
     if failed == "export":
         err = result.get("error") or {}
         return warning(
@@ -159,7 +217,7 @@ def _model_failure(result: Mapping[str, Any], stage: str, how: str, tail: list[s
             hint=f"{_NONE_AT_ALL}; keep the model with --keep-onnx to inspect it",
             evidence={"error_type": err.get("type"), "message": str(err.get("message", ""))[-4000:], "log_tail": tail},
         )
-    if stage in ("start", "export", "session"):
+    if stage in ("start", "load", "export", "session"):
         return warning(
             "build.onnx_export_failed",
             PHASE,
@@ -168,6 +226,10 @@ def _model_failure(result: Mapping[str, Any], stage: str, how: str, tail: list[s
             evidence={"log_tail": tail},
         )
     return None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "no message")
 
 
 def _sample_outputs(entry: Any, g: GoldenSample, contract: IOContract, n_tensor_outputs: int, how: str) -> list[Any] | Finding:
@@ -198,7 +260,22 @@ def _sample_outputs(entry: Any, g: GoldenSample, contract: IOContract, n_tensor_
 
 
 def finish_reference(pending: PendingReference, contract: IOContract, timeout: float) -> OnnxReference:
-    """Wait for the child (at most ``timeout`` seconds) and read its outputs."""
+    """Wait for the child (at most ``timeout`` seconds) and read its outputs; with ``--keep-onnx``,
+    a warning when no model was written there (the reason: the reference's own warning)."""
+    ref = _finish(pending, contract, timeout)
+    if pending.kept and not os.path.isfile(pending.onnx_path):
+        why = ref.findings[0].message if ref.findings else "the exporter wrote no file"
+        kept = warning(
+            "build.onnx_not_kept",
+            PHASE,
+            f"--keep-onnx {pending.onnx_path}: no ONNX model was written there: {why}",
+            hint="the package is unaffected; the reason above is why there is no ONNX model to keep",
+        )
+        return dataclasses.replace(ref, findings=(*ref.findings, kept))
+    return ref
+
+
+def _finish(pending: PendingReference, contract: IOContract, timeout: float) -> OnnxReference:
     pending.done = True
     proc = pending.running.wait(timeout)
     result = _read_result(pending.result_path)
@@ -242,9 +319,12 @@ def finish_reference(pending: PendingReference, contract: IOContract, timeout: f
 
 
 def progress_line(ref: OnnxReference) -> str:
+    """The build's progress line about the reference: what ran, or why there is none."""
     d = ref.detail
     if not ref.outputs:
-        return "onnxruntime reference: no outputs (see the warnings)"
+        # the one line a reader sees while the build runs: the real reason, not "see the warnings"
+        why = ref.findings[0].message if ref.findings else "ONNX Runtime returned no outputs"
+        return f"onnxruntime reference: OFF, the build has no second opinion: {why}"
     export = d.get("export_seconds")
     export_text = f"export {export:.1f}s, " if isinstance(export, float) else ""
     return f"onnxruntime reference: ONNX Runtime {d.get('onnxruntime')} ran {d.get('samples_run')} sample(s) ({export_text}child {d.get('seconds')}s)"
