@@ -257,6 +257,11 @@ def _golden_lines(p: PhaseResult) -> list[str]:
     checked = p.detail.get("checked")
     if isinstance(checked, list) and checked:
         out.append(f"checked: {', '.join(clean(c) for c in checked)}")
+    for run in p.detail.get("runs") or []:  # the user's --inputs file, said to have run (and with what)
+        if isinstance(run, Mapping) and run.get("sample") == "inputs" and run.get("file"):
+            names = run.get("inputs")
+            fed = ", ".join(clean(n) for n in names) if isinstance(names, list) and names else "-"
+            out.append(f"ran --inputs {clean(run['file'])}: inputs {fed}")
     return out
 
 
