@@ -237,7 +237,24 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
 def detail_lines(p: PhaseResult) -> list[str]:
     """The phase's detail as text lines (latency, coverage, margins, stage table), for every
     rendering of the report (text, markdown)."""
-    return [*_latency_lines(p), *_user_sample_lines(p), *_coverage_lines(p), *_golden_lines(p), *_margin_lines(p), *_stage_lines(p)]
+    return [
+        *_signature_lines(p),
+        *_latency_lines(p),
+        *_user_sample_lines(p),
+        *_coverage_lines(p),
+        *_golden_lines(p),
+        *_margin_lines(p),
+        *_stage_lines(p),
+    ]
+
+
+def _signature_lines(p: PhaseResult) -> list[str]:
+    """The archive phase's signature check: which key verified it (its file and fingerprint)."""
+    sig = p.detail.get("signature")
+    if not isinstance(sig, Mapping) or sig.get("verified") is not True:
+        return []
+    where = f" ({clean(sig['key_file'])})" if sig.get("key_file") else ""
+    return [f"signature verified with key {clean(sig.get('key_id'))}{where}"]
 
 
 def _golden_lines(p: PhaseResult) -> list[str]:
