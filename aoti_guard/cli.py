@@ -585,7 +585,14 @@ def inspect(package: str | None, json_path: str | None) -> None:
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Write the diff as JSON here ('-': stdout).",
 )
-def diff(a: str, b: str, json_path: str | None) -> None:
+@click.option(
+    "--fail-on",
+    type=click.Choice(["any", "breaking"]),
+    default="any",
+    show_default=True,
+    help="What exits 1: any difference, or only a change that breaks callers.",
+)
+def diff(a: str, b: str, json_path: str | None, fail_on: str) -> None:
     """Compare two packages' manifests: what a release changes, said item by item.
 
     \b
@@ -595,8 +602,15 @@ def diff(a: str, b: str, json_path: str | None) -> None:
     (python -m runtime_probe PKG --verify-only does).
 
     \b
+    Each change is marked BREAKING when a caller that worked with A can fail with B (an input
+    added or removed, a dtype, device or static dim changed, a size or value range narrowed);
+    the rest is compatible (a range widened, tolerances, golden samples, toolchain, new values).
+
+    \b
     Exit codes: 0 the manifests agree, 1 they differ, 2 usage error (a missing file, no manifest).
+    With --fail-on breaking: 0 also when every change is compatible, 1 only for a breaking one.
       aoti-guard diff old.pt2 new.pt2
+      aoti-guard diff old.pt2 new.pt2 --fail-on breaking
       aoti-guard diff old.pt2 new.pt2 --json - | jq '.changes[] | select(.section == "contract")'
     """
     from runtime_probe.diff import diff_packages, render_diff
@@ -606,7 +620,7 @@ def diff(a: str, b: str, json_path: str | None) -> None:
     if json_path:
         Paths((Read("package A", a), Read("package B", b)), (Write("--json", json_path),)).check()
         check_report_path(json_path, "--json")
-    result = diff_packages(a, b)
+    result = diff_packages(a, b, fail_on)
     if json_path:
         write_output(json_path, (json.dumps(result.to_dict(), indent=2) + "\n").encode())
     click.echo(render_diff(result), nl=False, err=json_path is not None and is_stdout(json_path))

@@ -2,7 +2,10 @@
 
 A semantic diff, not a text diff: the contract (inputs, outputs, dtypes, dims, ranges, guards),
 tolerances, golden samples, target (device, CPU ISA, CUDA archs), toolchain, constants (names,
-shapes, hashes), the debug twin and the signature, each change said as ``item: A -> B``. Opens no
+shapes, hashes), the debug twin and the signature, each change said as ``item: A -> B`` and marked
+breaking (a caller that worked with A can fail with B: an input added or removed, a dtype, device
+or static dim changed, a range narrowed) or compatible (a range widened, tolerances, golden samples,
+toolchain, constants' values). Opens no
 native code and needs only the standard library. Entry hashes are not verified here (the manifest
 records them; ``python -m runtime_probe PKG --verify-only`` checks them).
 """
@@ -40,8 +43,11 @@ from runtime_probe.trust.signature import SignatureFormatError, read_signature
 __all__ = ["DIFF_SCHEMA_VERSION", "SECTIONS", "Change", "PackageDiff", "diff_manifests", "diff_packages", "render_diff"]
 
 # The diff JSON's own version (runtime_probe/schemas/diff.schema.json), MAJOR.MINOR as reports.
-DIFF_SCHEMA_VERSION = "1.0"
+DIFF_SCHEMA_VERSION = "1.1"  # 1.1: each change's "impact", the "breaking" count, "fail_on"
 SECTIONS = ("contract", "tolerances", "golden", "target", "toolchain", "constants", "twin", "package")
+# What makes `diff` exit 1: any difference (the default, exit codes as before 1.1) or only a
+# change that breaks callers (a CI gate that lets compatible releases through).
+FAIL_ON = ("any", "breaking")
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,15 @@ class Change:
     item: str  # "input x dim 0", "tolerance output atol"
     a: str | None
     b: str | None
+    # True: a caller that worked with A can fail with B (see _contract_breaking and friends)
+    breaking: bool = False
+
+    @property
+    def impact(self) -> str:
+        return "breaking" if self.breaking else "compatible"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"section": self.section, "item": self.item, "a": self.a, "b": self.b}
+        return {"section": self.section, "item": self.item, "a": self.a, "b": self.b, "impact": self.impact}
 
 
 @dataclass(frozen=True)
@@ -62,14 +74,21 @@ class PackageDiff:
     a: dict[str, Any]  # path, bytes, sha256
     b: dict[str, Any]
     changes: tuple[Change, ...]
+    fail_on: str = "any"  # one of FAIL_ON
 
     @property
     def same(self) -> bool:
         return not self.changes
 
     @property
+    def breaking(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.breaking)
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.same else 1
+        """0 the manifests agree (or, with fail_on "breaking", differ only compatibly), 1 otherwise."""
+        failing = self.breaking if self.fail_on == "breaking" else self.changes
+        return 1 if failing else 0
 
     def to_dict(self) -> dict[str, Any]:
         counts = {s: sum(1 for c in self.changes if c.section == s) for s in SECTIONS}
@@ -80,6 +99,8 @@ class PackageDiff:
             "b": self.b,
             "same": self.same,
             "exit_code": self.exit_code,
+            "fail_on": self.fail_on,
+            "breaking": len(self.breaking),
             "counts": {k: v for k, v in counts.items() if v},
             "changes": [c.to_dict() for c in self.changes],
         }
@@ -132,14 +153,18 @@ def _manifest_and_signer(archive: Archive, label: str, shown: str, check: str) -
     return manifest, signer
 
 
-def diff_packages(a: str, b: str) -> PackageDiff:
+def diff_packages(a: str, b: str, fail_on: str = "any") -> PackageDiff:
     """Compare two packages' manifests. Raises UsageError when either cannot be compared."""
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on {clean(fail_on)}: expected one of {', '.join(FAIL_ON)}", hint="aoti-guard diff --help")
     ma, fa = _read(a, "A")
     mb, fb = _read(b, "B")
     changes = list(diff_manifests(ma, mb))
     if fa["signed"] != fb["signed"]:
-        changes.append(Change("package", "signed", fa["signed"] or "unsigned", fb["signed"] or "unsigned"))
-    return PackageDiff(fa, fb, tuple(changes))
+        # a loader that trusts A's key rejects B unsigned or signed by another key; signing a
+        # package that was not signed takes nothing away
+        changes.append(Change("package", "signed", fa["signed"] or "unsigned", fb["signed"] or "unsigned", fa["signed"] is not None))
+    return PackageDiff(fa, fb, tuple(changes), fail_on)
 
 
 def diff_manifests(a: Manifest, b: Manifest) -> Iterator[Change]:
@@ -147,7 +172,7 @@ def diff_manifests(a: Manifest, b: Manifest) -> Iterator[Change]:
     yield from _contract(a, b)
     yield from _tolerances(a, b)
     yield from _golden(a, b)
-    yield from _fields("target", _target(a), _target(b))
+    yield from _target_changes(_target(a), _target(b))
     yield from _fields("toolchain", _toolchain(a), _toolchain(b))
     yield from _constants(a, b)
     yield from _twin(a.twin, b.twin)
@@ -183,14 +208,23 @@ def _fields(section: str, a: Mapping[str, str | None], b: Mapping[str, str | Non
             yield Change(section, key, va, vb)
 
 
-def _keyed(section: str, what: str, a: Mapping[str, Any], b: Mapping[str, Any], brief: Any) -> Iterator[Change]:
+def _keyed(
+    section: str,
+    what: str,
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    brief: Any,
+    *,
+    removed_breaks: bool = False,
+    added_breaks: bool = False,
+) -> Iterator[Change]:
     """Added and removed items of two name-keyed collections (``brief`` renders one)."""
     for name in a:
         if name not in b:
-            yield Change(section, f"{what} {name}", brief(a[name]), None)
+            yield Change(section, f"{what} {name}", brief(a[name]), None, removed_breaks)
     for name in b:
         if name not in a:
-            yield Change(section, f"{what} {name}", None, brief(b[name]))
+            yield Change(section, f"{what} {name}", None, brief(b[name]), added_breaks)
 
 
 # ---- sections --------------------------------------------------------------------------------
@@ -213,48 +247,95 @@ def _io_brief(spec: InputSpec | OutputSpec) -> str:
 
 
 def _contract(a: Manifest, b: Manifest) -> Iterator[Change]:
+    """The call contract. Breaking: what a caller passes and A accepted that B refuses (an input
+    or parameter added or removed, a dtype/device/layout changed, a size or value range narrowed,
+    a guard added, the order or tree changed), or what B returns that a caller of A does not
+    expect (an output removed, its dtype, device, rank or a static size changed)."""
     pa = {p.name: f"{p.kind}, passed {p.passed}" for p in a.io.params}
     pb = {p.name: f"{p.kind}, passed {p.passed}" for p in b.io.params}
-    yield from _keyed("contract", "parameter", pa, pb, str)
+    yield from _keyed("contract", "parameter", pa, pb, str, removed_breaks=True, added_breaks=True)
     for name in pa.keys() & pb.keys():
         if pa[name] != pb[name]:
-            yield Change("contract", f"parameter {name}", pa[name], pb[name])
+            yield Change("contract", f"parameter {name}", pa[name], pb[name], True)
     for what, xs, ys in (("input", a.io.inputs, b.io.inputs), ("output", a.io.outputs, b.io.outputs)):
         da: dict[str, InputSpec | OutputSpec] = {s.name: s for s in xs}
         db: dict[str, InputSpec | OutputSpec] = {s.name: s for s in ys}
-        yield from _keyed("contract", what, da, db, _io_brief)
+        # an input added has no default (a manifest records none): a caller of A does not pass it;
+        # an output added is one more leaf a caller may ignore (the output tree change says if not)
+        yield from _keyed("contract", what, da, db, _io_brief, removed_breaks=True, added_breaks=what == "input")
         for name in [n for n in da if n in db]:
-            fa, fb = _tensor_fields(da[name].tensor, da[name].value), _tensor_fields(db[name].tensor, db[name].value)
+            ta, tb = da[name].tensor, db[name].tensor
+            fa, fb = _tensor_fields(ta, da[name].value), _tensor_fields(tb, db[name].value)
             if "rank" in fa and fa.get("rank") != fb.get("rank"):  # dims do not line up: one change says it
-                yield Change("contract", f"{what} {name} shape", _io_brief(da[name]), _io_brief(db[name]))
+                yield Change("contract", f"{what} {name} shape", _io_brief(da[name]), _io_brief(db[name]), True)
                 fa = {k: v for k, v in fa.items() if not k.startswith(("dim ", "rank"))}
                 fb = {k: v for k, v in fb.items() if not k.startswith(("dim ", "rank"))}
             for change in _fields("contract", fa, fb):
-                yield Change("contract", f"{what} {name} {change.item}", change.a, change.b)
+                breaks = _tensor_change_breaks(what, change.item, ta, tb)
+                yield Change("contract", f"{what} {name} {change.item}", change.a, change.b, breaks)
     order_a = [i.name for i in a.io.tensor_inputs()]
     order_b = [i.name for i in b.io.tensor_inputs()]
     if set(order_a) == set(order_b) and order_a != order_b:
-        yield Change("contract", "tensor input order", _join(order_a), _join(order_b))
+        yield Change("contract", "tensor input order", _join(order_a), _join(order_b), True)
     sa = {s.name: s for s in a.io.symbols}
     sb = {s.name: s for s in b.io.symbols}
 
     def sym(s: Any) -> str:
         return f"[{s.min}, {'inf' if s.max is None else s.max}]"
 
+    # a symbol added or removed is a dim that became dynamic or static: its dim change says which
     yield from _keyed("contract", "symbol", sa, sb, lambda s: f"{sym(s)} ({_join(s.sources)})")
     for name in [n for n in sa if n in sb]:
         x, y = sa[name], sb[name]
         if (x.min, x.max) != (y.min, y.max):
-            yield Change("contract", f"symbol {name} range", sym(x), sym(y))
+            narrowed = not _range_within((y.min, y.max), (x.min, x.max))
+            yield Change("contract", f"symbol {name} range", sym(x), sym(y), narrowed)
         if tuple(x.sources) != tuple(y.sources):
-            yield Change("contract", f"symbol {name} sources", _join(x.sources), _join(y.sources))
+            # a new source ties one more input dim to the symbol: sizes A took apart must now agree
+            tied = not set(y.sources) <= set(x.sources)
+            yield Change("contract", f"symbol {name} sources", _join(x.sources), _join(y.sources), tied)
     ga = {g.expr or g.text: g.words for g in a.io.guards or ()}
     gb = {g.expr or g.text: g.words for g in b.io.guards or ()}
-    yield from _keyed("contract", "guard", ga, gb, str)
+    yield from _keyed("contract", "guard", ga, gb, str, added_breaks=True)
     if a.io.in_spec != b.io.in_spec and pa.keys() == pb.keys():
-        yield Change("contract", "input tree (pytree spec)", _short(a.io.in_spec), _short(b.io.in_spec))
+        yield Change("contract", "input tree (pytree spec)", _short(a.io.in_spec), _short(b.io.in_spec), True)
     if a.io.out_spec != b.io.out_spec:
-        yield Change("contract", "output tree (pytree spec)", _short(a.io.out_spec), _short(b.io.out_spec))
+        yield Change("contract", "output tree (pytree spec)", _short(a.io.out_spec), _short(b.io.out_spec), True)
+
+
+def _range_within(outer: tuple[int, int | None], inner: tuple[int, int | None]) -> bool:
+    """Whether ``inner`` (min, max; None: unbounded) lies within ``outer``."""
+    (lo, hi), (ilo, ihi) = outer, inner
+    return ilo >= lo and (hi is None or (ihi is not None and ihi <= hi))
+
+
+def _dim_range(d: int | Dim) -> tuple[int, int | None]:
+    return (d, d) if isinstance(d, int) else (d.min, d.max)
+
+
+def _tensor_change_breaks(what: str, key: str, a: TensorSpec | None, b: TensorSpec | None) -> bool:
+    """Whether one differing field of an input's or output's tensor (``_tensor_fields``' key) breaks
+    callers. An input's size or value range must not narrow (B refuses what A took). An output's
+    ranges follow the inputs' (a caller sending what A took gets what A returned), so only a
+    static output size changed breaks."""
+    if a is None or b is None or key in ("dtype", "device", "rank", "value"):
+        return True
+    if key == "contiguous":
+        return what == "input"  # the guarded loader refuses an input whose layout differs
+    if key.startswith("dim "):
+        i = int(key[4:])
+        da, db = a.shape[i], b.shape[i]
+        if what == "output":
+            return isinstance(da, int) and isinstance(db, int)
+        return not _range_within(_dim_range(db), _dim_range(da))
+    if key == "value range":
+        if what == "output":
+            return False
+        unbounded: tuple[int, int | None] = (-(2**63), None)
+        ra = a.value_range if a.value_range is not None else unbounded
+        rb = b.value_range if b.value_range is not None else unbounded
+        return not _range_within(rb, ra)
+    return True
 
 
 def _short(text: str, n: int = 120) -> str:
@@ -373,6 +454,20 @@ def _samples_brief(m: Manifest) -> str:
     return "none" if m.golden is None else f"{len(_all_samples(m.golden))} ({_join(_all_samples(m.golden))})"
 
 
+def _target_changes(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> Iterator[Change]:
+    """Breaking: another device or platform (B does not load where A did), or a GPU arch A had
+    kernels for that B lacks. The CPU ISA and the rest are compatible here: whether a host runs
+    the package is what the probe checks on that host."""
+    for c in _fields("target", a, b):
+        if c.item in ("device", "platform"):
+            yield Change(c.section, c.item, c.a, c.b, True)
+        elif c.item == "kernel archs":
+            lost = set((c.a or "-").split(", ")) - set((c.b or "-").split(", ")) - {"-"}
+            yield Change(c.section, c.item, c.a, c.b, bool(lost))
+        else:
+            yield c
+
+
 def _target(m: Manifest) -> dict[str, str | None]:
     t = m.target
     return {
@@ -418,15 +513,17 @@ def _constants(a: Manifest, b: Manifest) -> Iterator[Change]:
     def brief(c: Any) -> str:
         return f"{c.dtype} ({', '.join(map(str, c.shape))}) {c.storage}"
 
-    yield from _keyed("constants", "constant", ca, cb, brief)
+    # new values are a compatible release; a caller that supplies or swaps weights by name
+    # (the guarded loader's weight checks) breaks on a constant added, removed, reshaped or moved
+    yield from _keyed("constants", "constant", ca, cb, brief, removed_breaks=True, added_breaks=True)
     for name in [n for n in ca if n in cb]:
         x, y = ca[name], cb[name]
         if (x.dtype, tuple(x.shape)) != (y.dtype, tuple(y.shape)):
-            yield Change("constants", f"{name} dtype/shape", brief(x), brief(y))
+            yield Change("constants", f"{name} dtype/shape", brief(x), brief(y), True)
         elif x.sha256 != y.sha256:
             yield Change("constants", f"{name} values (sha256)", x.sha256[:16], y.sha256[:16])
         if x.storage != y.storage:
-            yield Change("constants", f"{name} storage", x.storage, y.storage)
+            yield Change("constants", f"{name} storage", x.storage, y.storage, True)
         if x.kind != y.kind:
             yield Change("constants", f"{name} kind", x.kind, y.kind)
 
@@ -473,12 +570,15 @@ def render_diff(diff: PackageDiff) -> str:
             continue
         lines.append(f"{section}:")
         for c in changes:
+            mark = "BREAKING " if c.breaking else ""
             if c.a is None:
-                lines.append(f"  + {c.item:<{width}}  {c.b} (only in B)")
+                lines.append(f"  + {c.item:<{width}}  {mark}{c.b} (only in B)")
             elif c.b is None:
-                lines.append(f"  - {c.item:<{width}}  {c.a} (only in A)")
+                lines.append(f"  - {c.item:<{width}}  {mark}{c.a} (only in A)")
             else:
-                lines.append(f"  ~ {c.item:<{width}}  {c.a} -> {c.b}")
+                lines.append(f"  ~ {c.item:<{width}}  {mark}{c.a} -> {c.b}")
     counts = ", ".join(f"{n} {s}" for s, n in diff.to_dict()["counts"].items())
-    lines.append(f"differ: {len(diff.changes)} change(s) ({counts})")
+    n_breaking = len(diff.breaking)
+    verdict = f"{n_breaking} breaking for callers" if n_breaking else "all compatible for callers"
+    lines.append(f"differ: {len(diff.changes)} change(s) ({counts}); {verdict}")
     return "\n".join(clean(line) for line in lines) + "\n"

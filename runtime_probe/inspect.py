@@ -163,8 +163,13 @@ def render_inspection(data: dict[str, Any]) -> str:
                 shape = ", ".join(
                     str(d) if isinstance(d, int) else f"{d['expr']}[{d['min']}..{'' if d['max'] is None else d['max']}]" for d in t["shape"]
                 )
+                # the guarded loader refuses an integer input outside the range the build recorded
+                # (an index into a table): a caller needs to know it as much as the dtype
+                vr = t.get("value_range")
+                values = "" if vr is None else f"  values in [{vr[0]}, {vr[1]}]"
                 lines.append(
-                    f"  {i['name']:<16} {t['dtype']:<9} ({shape})  {t['device']}{'' if t['contiguous'] else '  non-contiguous ' + str(t['stride'])}"
+                    f"  {i['name']:<16} {t['dtype']:<9} ({shape})  {t['device']}"
+                    f"{'' if t['contiguous'] else '  non-contiguous ' + str(t['stride'])}{values}"
                 )
             else:
                 lines.append(f"  {i['name']:<16} constant {i['value']!r} (specialized at export)")

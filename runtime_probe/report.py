@@ -237,7 +237,24 @@ def _render_into(report: Report, lines: list[str], *, verbose: bool, indent: str
 def detail_lines(p: PhaseResult) -> list[str]:
     """The phase's detail as text lines (latency, coverage, margins, stage table), for every
     rendering of the report (text, markdown)."""
-    return [*_latency_lines(p), *_user_sample_lines(p), *_coverage_lines(p), *_golden_lines(p), *_margin_lines(p), *_stage_lines(p)]
+    return [
+        *_signature_lines(p),
+        *_latency_lines(p),
+        *_user_sample_lines(p),
+        *_coverage_lines(p),
+        *_golden_lines(p),
+        *_margin_lines(p),
+        *_stage_lines(p),
+    ]
+
+
+def _signature_lines(p: PhaseResult) -> list[str]:
+    """The archive phase's signature check: which key verified it (its file and fingerprint)."""
+    sig = p.detail.get("signature")
+    if not isinstance(sig, Mapping) or sig.get("verified") is not True:
+        return []
+    where = f" ({clean(sig['key_file'])})" if sig.get("key_file") else ""
+    return [f"signature verified with key {clean(sig.get('key_id'))}{where}"]
 
 
 def _golden_lines(p: PhaseResult) -> list[str]:
@@ -257,6 +274,11 @@ def _golden_lines(p: PhaseResult) -> list[str]:
     checked = p.detail.get("checked")
     if isinstance(checked, list) and checked:
         out.append(f"checked: {', '.join(clean(c) for c in checked)}")
+    for run in p.detail.get("runs") or []:  # the user's --inputs file, said to have run (and with what)
+        if isinstance(run, Mapping) and run.get("sample") == "inputs" and run.get("file"):
+            names = run.get("inputs")
+            fed = ", ".join(clean(n) for n in names) if isinstance(names, list) and names else "-"
+            out.append(f"ran --inputs {clean(run['file'])}: inputs {fed}")
     return out
 
 

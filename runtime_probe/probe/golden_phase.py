@@ -143,6 +143,9 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
         if sample_id in stored:
             runs[-1]["stored"] = stored[sample_id]
+        if sample_id == "inputs":  # the report names the file that ran and the inputs it fed
+            runs[-1]["file"] = args["golden_path"]
+            runs[-1]["inputs"] = list(args["sample"]["inputs"])
         if reply.get("latency_ms"):
             runs[-1]["latency_ms"] = reply["latency_ms"]
         new = _judge(sample_id, reply, shared.manifest)

@@ -255,7 +255,9 @@ def verify(key: PublicKey, message: bytes, signature: bytes, *, pure: bool = Fal
 
 def check_signature(archive: Archive, manifest_bytes: bytes, key: PublicKey) -> tuple[list[Finding], dict[str, Any]]:
     """Verify the package's signature over ``manifest_bytes`` with ``key``: (findings, detail)."""
-    detail: dict[str, Any] = {"required": True, "key_id": key.key_id, "verified": False}
+    # the key file and its fingerprint: a report that says "verified" names the key it trusted
+    detail: dict[str, Any] = {"required": True, "key_id": key.key_id, "key_file": os.path.abspath(key.source) if key.source else None}
+    detail["verified"] = False
     hint_key = f"the public key {os.path.basename(key.source) or 'given'} ({short_id(key.key_id)})"
     if not archive.has(layout.SIGNATURE):
         return [

@@ -48,6 +48,15 @@ def test_diff_names_range_and_tolerance(mixed_pkg: Built, wider_pkg: Built, tmp_
     assert {c["section"] for c in data["changes"]} <= {"contract", "tolerances", "golden"}, data["changes"]
     assert "~ symbol batch range" in proc.stdout and "[2, 32] -> [2, 64]" in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1].startswith("differ: ")
+    # a range widened and a looser tolerance break no caller: --fail-on breaking lets it through
+    assert data["breaking"] == 0, [c for c in data["changes"] if c["impact"] == "breaking"]
+    assert proc.stdout.rstrip().endswith("all compatible for callers")
+    gate = run_cli("diff", str(mixed_pkg.path), str(wider_pkg.path), "--fail-on", "breaking")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    # the other way round the range narrows (2..64 -> 2..32): breaking, exit 1
+    back = run_cli("diff", str(wider_pkg.path), str(mixed_pkg.path), "--fail-on", "breaking")
+    assert back.returncode == 1, back.stdout + back.stderr
+    assert "BREAKING batch[2..64] -> batch[2..32]" in back.stdout
 
 
 def test_diff_same_and_usage(mixed_pkg: Built, tmp_path: Path) -> None:

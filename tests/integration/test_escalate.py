@@ -60,6 +60,8 @@ def test_nonfinite_inputs_climb_to_the_twin(sqrt_pkg: Built, tmp_path: Path) -> 
     assert "run.nonfinite" in codes(report)
     golden = next(p for p in report["phases"] if p["name"] == "golden")
     assert [r["sample"] for r in golden["detail"]["runs"]][-1] == "inputs"
+    # the report names the file that ran and the inputs it fed (issue 44)
+    assert (golden["detail"]["runs"][-1]["file"], golden["detail"]["runs"][-1]["inputs"]) == (str(inputs.resolve()), ["x"])
     esc = escalate_phase(report)
     steps = {s["step"]: s for s in esc["detail"]["steps"]}
     assert steps["strict"]["outcome"] == "non-finite output"

@@ -201,3 +201,82 @@ def test_the_sha256_is_of_the_manifest_compared_while_a_writer_replaces_the_file
             result = diff_packages(str(live), str(fixed))
             version = "1" if result.same else "2"
             assert result.a["sha256"] == digest[version], "the sha256 of one version beside the other's manifest"
+
+
+def _impacts(tmp_path: Path, edit: Callable[[dict[str, Any]], Any]) -> list[tuple[str, str]]:
+    a = make_package(tmp_path / "a.pt2")
+    b = make_package(tmp_path / "b.pt2", edit=edit)
+    result = diff_packages(str(a), str(b))
+    validate("diff", result.to_dict())
+    return [(c.item, c.to_dict()["impact"]) for c in result.changes]
+
+
+def _set_dim(lo: int, hi: int | None) -> Callable[[dict[str, Any]], None]:
+    return lambda m: m["io"]["inputs"][0]["tensor"]["shape"].__setitem__(0, {"expr": "batch", "min": lo, "max": hi})
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # an input's size range narrowed (1..64 -> 1..32): a caller sending 48 now fails
+        (_set_dim(1, 32), [("input x dim 0", "breaking")]),
+        (_set_dim(1, 128), [("input x dim 0", "compatible")]),
+        (lambda m: m["io"]["inputs"][0]["tensor"]["shape"].__setitem__(0, 8), [("input x dim 0", "breaking")]),
+        (lambda m: m["io"]["symbols"][0].update(max=32), [("symbol batch range", "breaking")]),
+        (lambda m: m["io"]["symbols"][0].update(max=None), [("symbol batch range", "compatible")]),
+        (lambda m: m["io"]["inputs"][0]["tensor"].update(dtype="float16"), [("input x dtype", "breaking")]),
+        (lambda m: m["io"]["inputs"][0]["tensor"].update(value_range=[0, 9]), [("input x value range", "breaking")]),
+        (_guard, [("guard batch % 2 == 0", "breaking")]),
+        (lambda m: m["golden"]["tolerances"][0].update(atol=0.185), [("output atol", "compatible")]),
+        (lambda m: m["toolchain"].update(torch="2.14.0"), [("torch", "compatible")]),
+        (lambda m: m["target"].update(device_type="cuda"), [("device", "breaking")]),
+    ],
+)
+def test_each_change_says_whether_it_breaks_callers(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], Any], expected: list[tuple[str, str]]
+) -> None:
+    assert _impacts(tmp_path, edit) == expected
+
+
+def test_a_value_range_widened_is_compatible_and_narrowed_breaks(tmp_path: Path) -> None:
+    def ranged(hi: int) -> Callable[[dict[str, Any]], None]:
+        return lambda m: m["io"]["inputs"][0]["tensor"].update(value_range=[0, hi])
+
+    a = make_package(tmp_path / "a.pt2", edit=ranged(99))
+    wider = make_package(tmp_path / "w.pt2", edit=ranged(199))
+    narrower = make_package(tmp_path / "n.pt2", edit=ranged(49))
+    assert [c.impact for c in diff_packages(str(a), str(wider)).changes] == ["compatible"]
+    assert [c.impact for c in diff_packages(str(a), str(narrower)).changes] == ["breaking"]
+
+
+def test_fail_on_breaking_exits_1_only_for_a_breaking_change(tmp_path: Path) -> None:
+    a = make_package(tmp_path / "a.pt2")
+    compatible = make_package(tmp_path / "c.pt2", edit=_set_dim(1, 128))
+    breaking = make_package(tmp_path / "b.pt2", edit=_set_dim(1, 32))
+    # the default keeps the exit codes scripts rely on: 1 for any difference
+    assert diff_packages(str(a), str(compatible)).exit_code == 1
+    assert diff_packages(str(a), str(compatible), "breaking").exit_code == 0
+    result = diff_packages(str(a), str(breaking), "breaking")
+    assert result.exit_code == 1
+    doc = result.to_dict()
+    validate("diff", doc)
+    assert (doc["fail_on"], doc["breaking"], doc["changes"][0]["impact"]) == ("breaking", 1, "breaking")
+    text = render_diff(result)
+    assert "BREAKING batch[1..64] -> batch[1..32]" in text
+    assert text.rstrip().endswith("1 breaking for callers")
+    assert "all compatible for callers" in render_diff(diff_packages(str(a), str(compatible)))
+
+
+def test_the_cli_takes_fail_on(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from aoti_guard.cli import cli
+
+    a = make_package(tmp_path / "a.pt2")
+    compatible = make_package(tmp_path / "c.pt2", edit=_set_dim(1, 128))
+    breaking = make_package(tmp_path / "b.pt2", edit=_set_dim(1, 32))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["diff", str(a), str(compatible)]).exit_code == 1
+    assert runner.invoke(cli, ["diff", str(a), str(compatible), "--fail-on", "breaking"]).exit_code == 0
+    out = runner.invoke(cli, ["diff", str(a), str(breaking), "--fail-on", "breaking"])
+    assert out.exit_code == 1 and "BREAKING" in out.output

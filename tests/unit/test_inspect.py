@@ -53,3 +53,14 @@ def test_a_401_digit_tolerance_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     assert problems and "golden.tolerances[0].atol" in problems[0]["message"] and "beyond float64" in problems[0]["message"]
     assert "manifest" not in data
     assert "PROBLEM  manifest.invalid" in render_inspection(data)
+
+
+def test_an_inputs_recorded_value_range_is_shown(tmp_path: Path) -> None:
+    """The range the guarded loader enforces on an index input is in the text and the JSON (issue 44)."""
+    pkg = make_package(tmp_path / "a.pt2", edit=lambda m: m["io"]["inputs"][0]["tensor"].update(dtype="int64", value_range=[0, 99]))
+    data = inspect_package(str(pkg))
+    assert data["manifest"]["io"]["inputs"][0]["tensor"]["value_range"] == [0, 99]
+    line = next(x for x in render_inspection(data).splitlines() if x.startswith("  x "))
+    assert line.endswith("values in [0, 99]"), line
+    plain = inspect_package(str(make_package(tmp_path / "b.pt2")))
+    assert "values in" not in render_inspection(plain)

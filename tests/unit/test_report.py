@@ -134,3 +134,13 @@ def test_a_pass_with_new_weights_says_under_the_verdict_that_nothing_was_compare
         and "hint: build a package" in tail[2]
     )
     assert "NOT CHECKED" not in render_text(_report())
+
+
+def test_the_text_report_says_an_inputs_file_ran_and_with_which_inputs() -> None:
+    """Issue 44: a probe with --inputs says which file ran and which inputs it fed; without one, nothing."""
+    runs = [{"sample": "max", "stored": "full"}, {"sample": "inputs", "file": "/data/req\\x1b.safetensors", "inputs": ["x", "ids"]}]
+    report = Report(kind="probe", package={"path": "m.pt2"}, phases=(make_phase("golden", 0.1, [], {"runs": runs}),))
+    lines = [ln.strip() for ln in render_text(report).splitlines() if "--inputs" in ln]
+    assert lines == ["ran --inputs /data/req\\x1b.safetensors: inputs x, ids"]
+    plain = Report(kind="probe", package={"path": "m.pt2"}, phases=(make_phase("golden", 0.1, [], {"runs": runs[:1]}),))
+    assert "--inputs" not in render_text(plain)
