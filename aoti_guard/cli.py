@@ -72,6 +72,8 @@ def click_option(flag: Flag) -> Callable[[Callable[..., Any]], Callable[..., Any
             else click.IntRange(min=None if flag.minimum is None else int(flag.minimum))
         )
         kwargs["show_default"] = True
+    if flag.multiple:
+        kwargs["multiple"] = True
     return click.option(*names, flag.dest, **{k: v for k, v in kwargs.items() if v is not None})
 
 

@@ -450,7 +450,7 @@ def _latency(call: Any, device: str, iterations: int, warmup: int = 0, duration_
         call()
         sync()
         times.append((time.perf_counter() - started) * 1000.0)
-    return summarize(times, time.perf_counter() - begun, warmup=warmup)
+    return summarize(times, time.perf_counter() - begun, warmup=warmup, threads=torch.get_num_threads())
 
 
 def _checker(package: str, device: str, *, stored: bool = False) -> Any:

@@ -36,7 +36,8 @@ class ProbeOptions:
         duration_s: time calls for at least this many seconds (and at least ``iterations`` calls);
             None: ``iterations`` alone decides.
         shapes: ``x:4x16,mask:4x32``: one more run (and its timing) at these sizes, with inputs
-            made as the build makes golden samples (probe/shapes.py).
+            made as the build makes golden samples (probe/shapes.py); a tuple of such sets runs
+            (and times) each of them, in order, each labelled with its sizes.
         save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
             ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
             ``inputs`` takes back, e.g. to replay it elsewhere).
@@ -63,7 +64,7 @@ class ProbeOptions:
     verify_only: bool = False
     warmup: int = 10
     duration_s: float | None = None
-    shapes: str | None = None
+    shapes: str | tuple[str, ...] | None = None
 
 
 ProgressFn = Callable[[str, str], None]

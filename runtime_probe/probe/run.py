@@ -40,7 +40,7 @@ from runtime_probe.probe.phases import (
     load_phase,
     package_device,
 )
-from runtime_probe.probe.shapes import parse_shapes
+from runtime_probe.probe.shapes import parse_shapes, shape_sets
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import PhaseResult, Report, make_phase
 from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
@@ -85,8 +85,8 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
     if options.iterations < 1:
         raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
-    if options.shapes is not None:
-        parse_shapes(options.shapes)  # its syntax, before any work; the names once the manifest is read
+    for text in shape_sets(options.shapes):
+        parse_shapes(text)  # its syntax, before any work; the names once the manifest is read
     if options.warmup < 0:
         raise UsageError(f"--warmup must be at least 0 (got {options.warmup})")
     if options.duration_s is not None and not 0 < options.duration_s < options.timeout_s:

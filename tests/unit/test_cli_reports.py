@@ -186,7 +186,10 @@ def test_both_command_lines_have_the_same_probe_flags_and_defaults() -> None:
     for flag in (*PROBE_FLAGS, *OUTPUT_FLAGS):
         assert flag.dest in click_params, flag.name
         assert flag.name in click_params[flag.dest].opts
-        assert click_defaults[flag.dest] == argparse_defaults[flag.dest] == flag.default_value, flag.name
+        click_value, argparse_value = click_defaults[flag.dest], argparse_defaults[flag.dest]
+        if flag.multiple:  # click's empty tuple, argparse's None: both "not given" (probe_options reads both so)
+            click_value, argparse_value = tuple(click_value) or None, argparse_value and tuple(argparse_value)
+        assert click_value == argparse_value == flag.default_value, flag.name
         if flag.field is not None and flag.kind != "switch":
             assert flag.default_value == getattr(ProbeOptions(), flag.field)
 
@@ -209,6 +212,18 @@ def test_the_same_command_line_gives_the_same_options(tmp_path: Path) -> None:
         save_inputs=folder,
     )
     assert from_argparse == from_click == expected
+
+
+def test_shapes_repeats_on_both_command_lines() -> None:
+    """--shapes given twice keeps both sets, in order (it kept only the last); once, one set."""
+    for argv, expected in (
+        (["p.pt2", "--shapes", "x:1x16", "--shapes", "x:8x16,mask:8x32"], ("x:1x16", "x:8x16,mask:8x32")),
+        (["p.pt2", "--shapes", "x:4x16"], ("x:4x16",)),
+        (["p.pt2"], None),
+    ):
+        from_argparse = probe_options(vars(build_parser().parse_args(argv)))
+        from_click = probe_options(click_cli.commands["probe"].make_context("probe", list(argv)).params)
+        assert from_argparse.shapes == from_click.shapes == expected, argv
 
 
 def test_a_bad_number_is_a_usage_error(unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
