@@ -130,6 +130,14 @@ PROBE_FLAGS: tuple[Flag, ...] = (
         metavar="IN:AxB,...",
     ),
     Flag(
+        "--latency-raw",
+        "also write every timed call's seconds here, as JSON: one list per run, named as on its latency line "
+        "(needs --iterations or --duration)",
+        kind="path",
+        field="latency_raw",
+        metavar="FILE",
+    ),
+    Flag(
         "--save-inputs",
         "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
         kind="folder",

@@ -25,6 +25,7 @@ from runtime_probe.package.manifest import Manifest
 from runtime_probe.paths import name_in_folder, probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
+from runtime_probe.probe.raw_times import keep_raw
 from runtime_probe.probe.shapes import describe, parse_shapes, resolve_shapes, run_names, shape_sets
 from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
 
@@ -59,7 +60,7 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
 def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """The failing run's arguments for the ladder's children. The contract check is dropped: it
     passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
-    timing = ("iterations", "warmup", "duration_s")  # "resize" stays: the replay needs the same sizes
+    timing = ("iterations", "warmup", "duration_s", "raw_times")  # "resize" stays: the replay needs the same sizes
     return {k: v for k, v in args.items() if k not in ("contract_from", "stored", *timing, "save_path", "save_inputs_path")}
 
 
@@ -70,6 +71,8 @@ def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
     prefix = "" if not opts.all_devices else f"{dev.device.replace(':', '')}."
     timed = opts.iterations > 1 or opts.duration_s is not None
     out: dict[str, Any] = {"iterations": opts.iterations, "warmup": opts.warmup, "duration_s": opts.duration_s} if timed else {}
+    if timed and opts.latency_raw is not None:
+        out["raw_times"] = True
     rule = probe_paths(shared.source, vars(opts), reports=False)  # the path rule, asked again for each file
     # a sample id is a plain name (the manifest's rules refuse any other): never a path outside the folder
     if opts.save_inputs is not None:
@@ -147,6 +150,8 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             runs[-1]["shapes"] = describe(args["resize"])
         if reply.get("latency_ms"):
             runs[-1]["latency_ms"] = reply["latency_ms"]
+        if reply.get("times_s"):
+            keep_raw(shared, dev, runs[-1], reply["times_s"])
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):

@@ -41,6 +41,9 @@ class ProbeOptions:
         save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
             ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
             ``inputs`` takes back, e.g. to replay it elsewhere).
+        latency_raw: a file the timed runs' raw per-call times are written to, as JSON (runs ->
+            label -> ``times_s``, probe/raw_times.py); a file, never stdout. Needs ``iterations`` > 1 or
+            ``duration_s``.
         verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
             the standard library only, no child, torch never imported; the other phases are
             reported as skipped.
@@ -65,6 +68,7 @@ class ProbeOptions:
     warmup: int = 10
     duration_s: float | None = None
     shapes: str | tuple[str, ...] | None = None
+    latency_raw: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]

@@ -44,7 +44,9 @@ def test_shapes_repeated_times_every_set(mixed_pkg: Built, tmp_path: Path) -> No
     """--shapes twice runs and times both sets (it kept the last alone, silently), each named and
     labelled with its sizes in the JSON and on its latency line, each with its own saved inputs."""
     saved = tmp_path / "saved"
+    raw = tmp_path / "raw.json"
     argv = ["--fast", "--shapes", "x:2x8", "--shapes", "x:16x8", "--iterations", "3", "--save-inputs", str(saved), "--json", "-"]
+    argv += ["--latency-raw", str(raw)]
     proc = run_probe(str(mixed_pkg.path), *argv)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = next(p for p in json.loads(proc.stdout)["phases"] if p["name"] == "golden")["detail"]["runs"]
@@ -54,6 +56,14 @@ def test_shapes_repeated_times_every_set(mixed_pkg: Built, tmp_path: Path) -> No
     assert all(r["latency_ms"]["n"] == 3 for r in shaped.values())
     assert "latency shapes1 (x:2x8,ids:2,scale:8): " in proc.stderr and "latency shapes2 (x:16x8,ids:16,scale:8): " in proc.stderr
     assert sorted(p.name for p in saved.glob("shapes*")) == ["shapes1.inputs.safetensors", "shapes2.inputs.safetensors"]
+    # --latency-raw: every timed call's seconds, per run, named as on its line; the report keeps the statistics alone
+    written = json.loads(raw.read_text())
+    assert written["unit"] == "s" and set(written["runs"]) == {"example", "shapes1", "shapes2"}
+    for name, entry in written["runs"].items():
+        lat = next(r for r in runs if r["sample"] == name)["latency_ms"]
+        assert len(entry["times_s"]) == lat["n"] == 3 and entry["threads"] == lat["threads"] and entry["device"] == "cpu"
+        assert min(entry["times_s"]) * 1000 == pytest.approx(lat["min"], rel=1e-3, abs=1e-6) and "times_s" not in lat
+    assert written["runs"]["shapes2"]["shapes"] == "x:16x8,ids:16,scale:8" and "shapes" not in written["runs"]["example"]
 
 
 def test_shapes_runs_and_times_other_sizes(mixed_pkg: Built, tmp_path: Path) -> None:

@@ -226,6 +226,23 @@ def test_shapes_repeats_on_both_command_lines() -> None:
         assert from_argparse.shapes == from_click.shapes == expected, argv
 
 
+def test_latency_raw_is_checked_before_any_work(unsigned: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--latency-raw: refused without timing, on stdout, over the package or another output, in a
+    missing folder; each a usage error (exit 2) before the package is opened."""
+    pkg = str(unsigned[0])
+    report = str(tmp_path / "r.json")
+    for extra, words in (
+        (["--latency-raw", str(tmp_path / "raw.json")], "nothing is timed"),
+        (["--iterations", "3", "--latency-raw", "-"], "--latency-raw needs a file"),
+        (["--iterations", "3", "--latency-raw", pkg], "--latency-raw " + pkg + " would overwrite the package being checked"),
+        (["--iterations", "3", "--latency-raw", report, "--json", report], "is also --latency-raw"),
+        (["--iterations", "3", "--latency-raw", str(tmp_path / "no" / "raw.json")], "does not exist"),
+        (["--verify-only", "--latency-raw", str(tmp_path / "raw.json")], "--latency-raw needs the model loaded"),
+    ):
+        assert probe_main([pkg, *extra]) == 2, extra
+        assert words in capsys.readouterr().err, extra
+
+
 def test_a_bad_number_is_a_usage_error(unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     pkg, _ = unsigned
     assert probe_main([str(pkg), "--timeout", "0"]) == 2
