@@ -72,6 +72,8 @@ def click_option(flag: Flag) -> Callable[[Callable[..., Any]], Callable[..., Any
             else click.IntRange(min=None if flag.minimum is None else int(flag.minimum))
         )
         kwargs["show_default"] = True
+    if flag.multiple:
+        kwargs["multiple"] = True
     return click.option(*names, flag.dest, **{k: v for k, v in kwargs.items() if v is not None})
 
 
@@ -522,6 +524,7 @@ def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress)
         ("--iterations", params["iterations"] != 1),
         ("--duration", params["duration"] is not None),
         ("--shapes", params["shapes"]),
+        ("--latency-raw", params["latency_raw"]),
         ("--save-inputs", params["save_inputs"]),
         ("--save-outputs", params["save_outputs"]),
         ("--verify-only", params["verify_only"]),

@@ -31,10 +31,11 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summarize(times_ms: Sequence[float], wall_s: float, *, warmup: int = 0) -> dict[str, Any]:
+def summarize(times_ms: Sequence[float], wall_s: float, *, warmup: int = 0, threads: int | None = None) -> dict[str, Any]:
     """The summary of ``times_ms`` (one per call, in ms) timed over ``wall_s`` seconds of wall clock.
 
-    Keys: n, warmup, seconds, min, max, mean, std, cv, throughput_per_s, the percentiles there
+    Keys: n, warmup, threads (torch's intra-op thread count where the calls ran, when given:
+    a CPU latency means little without it), seconds, min, max, mean, std, cv, throughput_per_s, the percentiles there
     are enough calls for, ``omitted`` (the others, each with the calls it needs) and ``unstable``.
     """
     if not times_ms:
@@ -47,6 +48,7 @@ def summarize(times_ms: Sequence[float], wall_s: float, *, warmup: int = 0) -> d
     out: dict[str, Any] = {
         "n": n,
         "warmup": warmup,
+        **({"threads": threads} if threads is not None else {}),
         "seconds": round(wall_s, 6),
         "min": round(ordered[0], 6),
         "max": round(ordered[-1], 6),

@@ -153,8 +153,8 @@ def _str(value: Any) -> str | None:
 
 
 def probe_paths(package: str | None, values: Mapping[str, Any], *, reports: bool = True) -> Paths:
-    """A probe's reads (the package, --public-key, --weights, --inputs) and writes (--save-inputs
-    and --save-outputs files, then the reports). ``values``: flag values by their dest names."""
+    """A probe's reads (the package, --public-key, --weights, --inputs) and writes (--latency-raw,
+    the --save-inputs and --save-outputs files, then the reports). ``values``: flag values by their dest names."""
     reads = [
         Read(what, p)
         for what, p in (
@@ -166,6 +166,9 @@ def probe_paths(package: str | None, values: Mapping[str, Any], *, reports: bool
         if p
     ]
     writes: list[Write] = []
+    raw = _str(values.get("latency_raw"))
+    if raw:
+        writes.append(Write("--latency-raw", raw))
     for flag, key, names in (
         ("--save-inputs", "save_inputs", "*.inputs.safetensors"),
         ("--save-outputs", "save_outputs", "*.outputs.safetensors"),

@@ -358,7 +358,10 @@ def _latency_lines(p: PhaseResult) -> list[str]:
     for run in p.detail.get("runs") or []:
         lat = run.get("latency_ms") if isinstance(run, Mapping) else None
         if isinstance(lat, Mapping) and lat.get("n"):
-            out += latency_lines(str(clean(run.get("sample"))), lat)
+            label = str(clean(run.get("sample")))
+            if run.get("shapes"):  # a --shapes run says which sizes it timed
+                label += f" ({clean(run['shapes'])})"
+            out += latency_lines(label, lat)
     return out
 
 
@@ -380,6 +383,8 @@ def latency_lines(sample: str, lat: Mapping[str, Any]) -> list[str]:
     line += ")"
     if isinstance(lat.get("throughput_per_s"), (int, float)):
         line += f", {lat['throughput_per_s']:.1f} calls/s"
+    if isinstance(lat.get("threads"), int):  # torch's intra-op threads where the calls ran
+        line += f", {lat['threads']} thread{'s' if lat['threads'] != 1 else ''}"
     lines = [line]
     if omitted:
         lines.append("  " + ", ".join(f"{o.get('name')} omitted (needs {o.get('needs')} runs)" for o in omitted))

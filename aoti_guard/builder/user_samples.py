@@ -27,7 +27,7 @@ from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.shape_guards import compile_guards
 from runtime_probe.guard.values import with_value_check
 from runtime_probe.package.manifest import InputSpec, IOContract
-from runtime_probe.package.sample_ids import PROBE_RUNS
+from runtime_probe.package.sample_ids import PROBE_RUNS, is_probe_run
 from runtime_probe.paths import plain_name
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, check_names, read_inputs_header
 
@@ -167,7 +167,7 @@ def _sample_id(source: Any, i: int, taken: set[str]) -> str:
         stem = os.path.basename(os.fspath(source))
         stem = stem[: -len(".safetensors")] if stem.endswith(".safetensors") else os.path.splitext(stem)[0]
         base = plain_name(stem, f"user{i + 1}", limit=_MAX_ID)  # the one rule for names that become file names
-        if base in _RESERVED:
+        if base in _RESERVED or is_probe_run(base):  # shapes2: the probe's second --shapes run
             base = f"user-{base}"[:_MAX_ID]
     candidate, n = base, 2
     while candidate in taken:

@@ -242,6 +242,7 @@ def op_run(
     warmup: int = 0,
     duration_s: float | None = None,
     resize: dict[str, list[int]] | None = None,
+    raw_times: bool = False,
 ) -> dict[str, Any]:
     """Run one sample through a loaded model and compare with the references it stores.
 
@@ -257,7 +258,8 @@ def op_run(
     (an inputs file is what ``--inputs`` takes back); ``save_durable=False``: the outputs file is
     read back and removed at once (the build's validation), so it is not fsynced.
     ``resize``: input name -> sizes (``probe --shapes``): inputs made at those sizes as the build
-    makes its golden samples (``_resized``; a fixed seed).
+    makes its golden samples (``_resized``; a fixed seed). ``raw_times``: the reply's
+    ``times_s`` holds every timed call's seconds too (``probe --latency-raw``).
     """
     import torch
 
@@ -336,7 +338,9 @@ def op_run(
     if save_path is not None:
         _safetensors.dump(saved, save_path, durable=save_durable)
     if iterations > 1 or duration_s:
-        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations, warmup, duration_s)
+        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations, warmup, duration_s, raw_times)
+        if raw_times:  # beside the summary, never in it: the report keeps the statistics alone
+            report["times_s"] = report["latency_ms"].pop("times_s")
     return report
 
 
@@ -421,10 +425,13 @@ def _stored_contract_error(state: State, package: str, device: str, leaves: list
     return None
 
 
-def _latency(call: Any, device: str, iterations: int, warmup: int = 0, duration_s: float | None = None) -> dict[str, Any]:
+def _latency(
+    call: Any, device: str, iterations: int, warmup: int = 0, duration_s: float | None = None, raw: bool = False
+) -> dict[str, Any]:
     """Per-call wall time, as trtexec reports it: ``warmup`` untimed calls first (after the judged
     run), then calls until there are ``iterations`` of them and ``duration_s`` seconds have passed;
-    each call ends with a device synchronize, so the time is the whole call's."""
+    each call ends with a device synchronize, so the time is the whole call's. ``raw``: the
+    per-call seconds too, as ``times_s``."""
     import torch
 
     from runtime_probe.latency import summarize
@@ -444,7 +451,10 @@ def _latency(call: Any, device: str, iterations: int, warmup: int = 0, duration_
         call()
         sync()
         times.append((time.perf_counter() - started) * 1000.0)
-    return summarize(times, time.perf_counter() - begun, warmup=warmup)
+    out = summarize(times, time.perf_counter() - begun, warmup=warmup, threads=torch.get_num_threads())
+    if raw:
+        out["times_s"] = [t / 1000.0 for t in times]
+    return out
 
 
 def _checker(package: str, device: str, *, stored: bool = False) -> Any:

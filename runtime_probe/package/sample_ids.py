@@ -15,10 +15,16 @@ from collections.abc import Iterator
 from runtime_probe.package.manifest import Golden
 from runtime_probe.paths import plain_name_problem
 
-__all__ = ["PROBE_RUNS", "id_problems"]
+__all__ = ["PROBE_RUNS", "id_problems", "is_probe_run"]
 
 # The probe's own runs, named like samples in its reports and in the files --save-inputs writes.
 PROBE_RUNS = ("inputs", "shapes")
+
+
+def is_probe_run(sample_id: str) -> bool:
+    """``sample_id`` names one of the probe's own runs: --inputs, --shapes, or one of several
+    --shapes sets (``shapes1``, ``shapes2``...: probe/shapes.py ``run_names``)."""
+    return sample_id in PROBE_RUNS or (sample_id.startswith("shapes") and sample_id[6:].isascii() and sample_id[6:].isdigit())
 
 
 def id_problems(golden: Golden) -> Iterator[str]:
@@ -29,8 +35,9 @@ def id_problems(golden: Golden) -> Iterator[str]:
         why = plain_name_problem(sample_id)
         if why is not None:
             yield f"names a golden sample {sample_id[:80]!r}, which {why} (a sample id becomes a file name with --save-inputs)"
-        elif sample_id in PROBE_RUNS:
-            yield f"names a golden sample {sample_id!r}, the name of the probe's own --{sample_id} run"
+        elif is_probe_run(sample_id):
+            flag = "--inputs" if sample_id == "inputs" else "--shapes"
+            yield f"names a golden sample {sample_id!r}, the name of the probe's own {flag} run"
         elif sample_id in seen:
             yield f"names two golden samples {sample_id!r} (their reports and saved files would be one)"
         seen.add(sample_id)

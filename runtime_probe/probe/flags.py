@@ -34,6 +34,7 @@ class Flag:
     invert: bool = False
     short: str | None = None
     default: Any = None
+    multiple: bool = False  # repeatable: the values given, in order, as a tuple (None: not given)
 
     @property
     def dest(self) -> str:
@@ -122,9 +123,19 @@ PROBE_FLAGS: tuple[Flag, ...] = (
     Flag(
         "--shapes",
         "also run (and time) the model at these sizes inside its contract, e.g. x:4x16,mask:4x32; inputs are generated "
-        "as the golden samples are, an input left out takes the sizes the others set",
+        "as the golden samples are, an input left out takes the sizes the others set; repeat the flag to run and time "
+        "several sets (--shapes x:1x16 --shapes x:8x16), each labelled with its sizes",
         field="shapes",
+        multiple=True,
         metavar="IN:AxB,...",
+    ),
+    Flag(
+        "--latency-raw",
+        "also write every timed call's seconds here, as JSON: one list per run, named as on its latency line "
+        "(needs --iterations or --duration)",
+        kind="path",
+        field="latency_raw",
+        metavar="FILE",
     ),
     Flag(
         "--save-inputs",
@@ -210,6 +221,8 @@ def add_to_parser(parser: argparse.ArgumentParser, flags: Sequence[Flag]) -> Non
         kwargs: dict[str, Any] = {"dest": flag.dest, "default": default, "help": text, "metavar": flag.metavar}
         if flag.kind in ("float", "int"):
             kwargs["type"] = _number(flag.kind, flag.minimum, flag.name)
+        if flag.multiple:
+            kwargs["action"] = "append"
         parser.add_argument(*names, **kwargs)
 
 
@@ -220,6 +233,8 @@ def probe_options(values: Mapping[str, Any], **extra: Any) -> ProbeOptions:
         if flag.field is None or flag.dest not in values:
             continue
         value = values[flag.dest]
+        if flag.multiple:  # argparse's list (None when absent), click's tuple (empty when absent)
+            value = tuple(value) if value else None
         fields[flag.field] = (not value) if flag.invert else value
     return dataclasses.replace(ProbeOptions(), **fields, **extra)
 

@@ -22,11 +22,12 @@ from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.manifest import Manifest
-from runtime_probe.package.sample_ids import PROBE_RUNS
+from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.paths import name_in_folder, probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
-from runtime_probe.probe.shapes import parse_shapes, resolve_shapes
+from runtime_probe.probe.raw_times import keep_raw
+from runtime_probe.probe.shapes import describe, parse_shapes, resolve_shapes, run_names, shape_sets
 from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
 
 __all__ = ["golden_phase"]
@@ -60,7 +61,7 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
 def _replay_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """The failing run's arguments for the ladder's children. The contract check is dropped: it
     passed here (a rejected input is a finding, never a replay), and each rerun would repeat it."""
-    timing = ("iterations", "warmup", "duration_s")  # "resize" stays: the replay needs the same sizes
+    timing = ("iterations", "warmup", "duration_s", "raw_times")  # "resize" stays: the replay needs the same sizes
     return {k: v for k, v in args.items() if k not in ("contract_from", "stored", *timing, "save_path", "save_inputs_path")}
 
 
@@ -71,6 +72,8 @@ def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
     prefix = "" if not opts.all_devices else f"{dev.device.replace(':', '')}."
     timed = opts.iterations > 1 or opts.duration_s is not None
     out: dict[str, Any] = {"iterations": opts.iterations, "warmup": opts.warmup, "duration_s": opts.duration_s} if timed else {}
+    if timed and opts.latency_raw is not None:
+        out["raw_times"] = True
     rule = probe_paths(shared.source, vars(opts), reports=False)  # the path rule, asked again for each file
     # a sample id is a plain name (the manifest's rules refuse any other): never a path outside the folder
     if opts.save_inputs is not None:
@@ -108,8 +111,9 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             refused_files.add(shared.golden_path)
         else:
             cases, stored = _stored_cases(shared, dev, bad, findings)
-    if shared.options.shapes is not None and shared.golden_path not in refused_files:
-        cases.append(("shapes", _shapes_case(shared, dev, bad or set())))
+    sets = shape_sets(shared.options.shapes)
+    if sets and shared.golden_path not in refused_files:
+        cases += [(name, _shapes_case(shared, dev, bad or set(), text)) for name, text in zip(run_names(len(sets)), sets)]
     if shared.options.inputs is not None and m is not None:
         user_case, user_findings = _user_inputs(shared, dev)
         findings += user_findings
@@ -121,7 +125,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         try:
             reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
         except ChildFailure as exc:
-            what = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            what = _what(sample_id, args)
             findings.append(child_finding(exc, f"running {what}", "run", shared))
             if sample_id == "inputs" and findings[-1].code == "run.device_assert":
                 findings[-1] = _named_index(shared, findings[-1])
@@ -146,19 +150,32 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
         if sample_id == "inputs":  # the report names the file that ran and the inputs it fed
             runs[-1]["file"] = args["golden_path"]
             runs[-1]["inputs"] = list(args["sample"]["inputs"])
+        if "resize" in args:  # a --shapes run: which sizes it ran (and timed)
+            runs[-1]["shapes"] = describe(args["resize"])
         if reply.get("latency_ms"):
             runs[-1]["latency_ms"] = reply["latency_ms"]
+        if reply.get("times_s"):
+            keep_raw(shared, dev, runs[-1], reply["times_s"])
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
             kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
-            shown = {"inputs": "the --inputs", "shapes": "the --shapes inputs"}.get(sample_id, f"golden sample {sample_id}")
+            shown = _what(sample_id, args)
             dev.replay = Replay("run", kind, _replay_args(args), sample=shown)
     detail: dict[str, Any] = {"runs": runs, "compared": dev.golden_valid}
     detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in runs if "stored" in r]
     if not cases and not has_errors(findings):  # nothing ran: not "passed"
         detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
     return findings, detail, True
+
+
+def _what(sample_id: str, args: Mapping[str, Any]) -> str:
+    """The run, as a finding names it."""
+    if sample_id == "inputs":
+        return "the --inputs"
+    if "resize" in args:
+        return f"the --shapes {describe(args['resize'])} inputs"
+    return f"golden sample {sample_id}"
 
 
 def _stored_cases(
@@ -194,7 +211,7 @@ def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Findin
     assert m is not None
     entry = m.golden.entry if m.golden is not None else None
     ce, data = reply.get("contract_error"), reply.get("data_error")
-    if ce and sample_id not in PROBE_RUNS:
+    if ce and not is_probe_run(sample_id):
         why = f"its stored inputs break the package's own contract: {ce['message']}"
         return _golden_records.invalid(
             sample_id, why, phase="golden", entry=entry, argument=ce.get("argument"), expected=ce.get("expected"), found=ce.get("found")
@@ -203,7 +220,7 @@ def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Findin
         return error(
             ce["code"],
             "golden",
-            f"{'--shapes' if sample_id == 'shapes' else '--inputs'}: {ce['message']}",
+            f"{'--inputs' if sample_id == 'inputs' else '--shapes'}: {ce['message']}",
             expected=ce.get("expected"),
             found=ce.get("found"),
             hint=ce.get("hint") or "the inputs break the package's contract; runtime_probe.load() rejects them the same way",
@@ -224,8 +241,8 @@ def _refusal(shared: Shared, sample_id: str, reply: Mapping[str, Any]) -> Findin
     return None
 
 
-def _shapes_case(shared: Shared, dev: Device, bad: set[str]) -> dict[str, Any]:
-    """--shapes: inputs at the sizes asked for, made in the child by the golden samples' generator
+def _shapes_case(shared: Shared, dev: Device, bad: set[str], text: str) -> dict[str, Any]:
+    """One --shapes set (``text``): inputs at the sizes asked for, made in the child by the golden samples' generator
     from the first golden sample's values, checked against the contract before they run (a size
     outside it is a finding). A package whose samples were all over the cap (stored compact)
     gives its first compact sample: the child makes its inputs again from their recipes first."""
@@ -250,7 +267,7 @@ def _shapes_case(shared: Shared, dev: Device, bad: set[str]) -> dict[str, Any]:
             hint="build it with aoti-guard build, or time your own inputs with --inputs FILE.safetensors --iterations N",
         )
     assert m is not None and shared.golden_path is not None  # base is only set when both are
-    sizes, symbols = resolve_shapes(parse_shapes(shared.options.shapes or ""), m.io.inputs)
+    sizes, symbols = resolve_shapes(parse_shapes(text), m.io.inputs)
     sample = {"id": "shapes", "outputs": {}, "symbols": symbols, **base}
     args = _run_args(shared, dev, shared.golden_path, sample, user=True)
     args["resize"] = sizes

@@ -36,10 +36,14 @@ class ProbeOptions:
         duration_s: time calls for at least this many seconds (and at least ``iterations`` calls);
             None: ``iterations`` alone decides.
         shapes: ``x:4x16,mask:4x32``: one more run (and its timing) at these sizes, with inputs
-            made as the build makes golden samples (probe/shapes.py).
+            made as the build makes golden samples (probe/shapes.py); a tuple of such sets runs
+            (and times) each of them, in order, each labelled with its sizes.
         save_inputs / save_outputs: folders where each golden run's inputs / outputs are written as
             ``SAMPLE.inputs.safetensors`` / ``SAMPLE.outputs.safetensors`` (an inputs file is what
             ``inputs`` takes back, e.g. to replay it elsewhere).
+        latency_raw: a file the timed runs' raw per-call times are written to, as JSON (runs ->
+            label -> ``times_s``, probe/raw_times.py); a file, never stdout. Needs ``iterations`` > 1 or
+            ``duration_s``.
         verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
             the standard library only, no child, torch never imported; the other phases are
             reported as skipped.
@@ -63,7 +67,8 @@ class ProbeOptions:
     verify_only: bool = False
     warmup: int = 10
     duration_s: float | None = None
-    shapes: str | None = None
+    shapes: str | tuple[str, ...] | None = None
+    latency_raw: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]

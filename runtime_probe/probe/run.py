@@ -24,6 +24,7 @@ from runtime_probe.child.worker import ChildFailure, Worker
 from runtime_probe.errors import UsageError
 from runtime_probe.host.rules import parse_device
 from runtime_probe.ladder.steps import LadderContext, run_ladder
+from runtime_probe.output import check_report_path, is_stdout
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.private_copy import tmpdir_finding
 from runtime_probe.paths import probe_paths
@@ -40,7 +41,8 @@ from runtime_probe.probe.phases import (
     load_phase,
     package_device,
 )
-from runtime_probe.probe.shapes import parse_shapes
+from runtime_probe.probe.raw_times import write_raw
+from runtime_probe.probe.shapes import parse_shapes, shape_sets
 from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.report import PhaseResult, Report, make_phase
 from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
@@ -58,6 +60,7 @@ def _check_options(options: ProbeOptions) -> None:
             ("--iterations", options.iterations != 1),
             ("--duration", options.duration_s is not None),
             ("--shapes", options.shapes),
+            ("--latency-raw", options.latency_raw),
             ("--save-inputs", options.save_inputs),
             ("--save-outputs", options.save_outputs),
             ("--fast", options.fast),
@@ -85,8 +88,17 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
     if options.iterations < 1:
         raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
-    if options.shapes is not None:
-        parse_shapes(options.shapes)  # its syntax, before any work; the names once the manifest is read
+    if options.latency_raw is not None:
+        if options.iterations == 1 and options.duration_s is None:
+            raise UsageError(
+                "--latency-raw writes the timed calls' times, and nothing is timed",
+                hint="add --iterations N (N > 1) or --duration S",
+            )
+        if is_stdout(options.latency_raw):  # stdout carries the text report, or --json -
+            raise UsageError("--latency-raw needs a file: stdout carries the report", hint="give --latency-raw a file name")
+        check_report_path(options.latency_raw, "--latency-raw")
+    for text in shape_sets(options.shapes):
+        parse_shapes(text)  # its syntax, before any work; the names once the manifest is read
     if options.warmup < 0:
         raise UsageError(f"--warmup must be at least 0 (got {options.warmup})")
     if options.duration_s is not None and not 0 < options.duration_s < options.timeout_s:
@@ -129,7 +141,11 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
             finding = tmpdir_finding(exc, os.path.join(where or tempfile.gettempdir(), "runtime-probe-"))
             return run.report([make_phase("archive", 0.0, [finding]), *_skipped("archive")])
         try:
-            return run.probe(Shared(fspath, options, tmp, public_key=public_key))
+            shared = Shared(fspath, options, tmp, public_key=public_key)
+            report = run.probe(shared)
+            if options.latency_raw is not None:
+                write_raw(options.latency_raw, fspath, shared)
+            return report
         except Terminated as exc:  # SIGTERM or SIGHUP: every finally above closed its child
             phase = run.current or "archive"
             return run.report([*run.results, make_phase(phase, 0.0, [terminated_finding(exc, phase, "probe")])])

@@ -18,9 +18,28 @@ from runtime_probe.errors import UsageError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, InputSpec
 
-__all__ = ["parse_shapes", "resolve_shapes"]
+__all__ = ["describe", "parse_shapes", "resolve_shapes", "run_names", "shape_sets"]
 
 _HINT = "write --shapes NAME:D0xD1x...,NAME2:..., e.g. --shapes x:4x16 (a 0-d tensor: x:scalar)"
+
+
+def shape_sets(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """ProbeOptions.shapes as its sets: one string (the library's first form) is one set."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def run_names(count: int) -> list[str]:
+    """The runs' names (sample ids in the report and in --save-inputs file names): ``shapes`` for
+    one set, as before the flag repeated; ``shapes1``... for several (golden/records.py refuses a
+    golden sample of either name)."""
+    return ["shapes"] if count == 1 else [f"shapes{i}" for i in range(1, count + 1)]
+
+
+def describe(sizes: dict[str, list[int]]) -> str:
+    """Every input's sizes in the flag's own grammar (``x:4x16,mask:4x32``): the run's label."""
+    return ",".join(f"{name}:{'x'.join(str(n) for n in dims) if dims else 'scalar'}" for name, dims in sizes.items())
 
 
 def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
@@ -31,7 +50,10 @@ def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
         if not sep or not name or not dims:
             raise UsageError(f"--shapes: {item!r} is not NAME:SHAPE", hint=_HINT)
         if name in out:
-            raise UsageError(f"--shapes: {name} is given twice", hint=_HINT)
+            raise UsageError(
+                f"--shapes: {name} is given twice in {text!r}: one set gives each input once",
+                hint=f"to run and time several sizes, repeat the flag: --shapes {name}:... --shapes {name}:...",
+            )
         if dims == "scalar":
             out[name] = ()
             continue

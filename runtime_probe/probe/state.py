@@ -32,6 +32,7 @@ class Shared:
     manifest: Manifest | None = None
     golden_path: str | None = None
     public_key: PublicKey | None = None
+    raw_times: dict[str, dict[str, Any]] = field(default_factory=dict)  # --latency-raw: label -> run (probe/raw_times.py)
 
 
 @dataclass

@@ -27,6 +27,9 @@ def test_duration_times_for_that_long(static_pkg: Built) -> None:
     assert abs(lat["cv"] - lat["std"] / lat["mean"]) < 0.01
     line = next(x for x in proc.stderr.splitlines() if "latency example:" in x)
     assert f"{lat['n']} runs after 3 warm-up" in line and "calls/s" in line and "±" in line
+    assert (
+        isinstance(lat["threads"], int) and lat["threads"] >= 1 and line.endswith(f"{lat['threads']} thread" + "s" * (lat["threads"] != 1))
+    )
     assert ("warning: timings vary" in proc.stderr) == lat["unstable"]
 
 
@@ -35,6 +38,32 @@ def test_duration_must_fit_the_timeout(static_pkg: Built) -> None:
     assert proc.returncode == 2 and "--duration 30 must be above 0 and below --timeout 10" in proc.stderr
     proc = run_cli("probe", str(static_pkg.path), "--duration", "1", "--image", "some-image:1")
     assert proc.returncode == 2 and "--duration is not supported with --image" in proc.stderr
+
+
+def test_shapes_repeated_times_every_set(mixed_pkg: Built, tmp_path: Path) -> None:
+    """--shapes twice runs and times both sets (it kept the last alone, silently), each named and
+    labelled with its sizes in the JSON and on its latency line, each with its own saved inputs."""
+    saved = tmp_path / "saved"
+    raw = tmp_path / "raw.json"
+    argv = ["--fast", "--shapes", "x:2x8", "--shapes", "x:16x8", "--iterations", "3", "--save-inputs", str(saved), "--json", "-"]
+    argv += ["--latency-raw", str(raw)]
+    proc = run_probe(str(mixed_pkg.path), *argv)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = next(p for p in json.loads(proc.stdout)["phases"] if p["name"] == "golden")["detail"]["runs"]
+    shaped = {r["sample"]: r for r in runs if r.get("shapes")}
+    assert {k: v["shapes"] for k, v in shaped.items()} == {"shapes1": "x:2x8,ids:2,scale:8", "shapes2": "x:16x8,ids:16,scale:8"}
+    assert shaped["shapes1"]["outputs"]["output[0]"]["shape"] == [2, 8] and shaped["shapes2"]["outputs"]["output[0]"]["shape"] == [16, 8]
+    assert all(r["latency_ms"]["n"] == 3 for r in shaped.values())
+    assert "latency shapes1 (x:2x8,ids:2,scale:8): " in proc.stderr and "latency shapes2 (x:16x8,ids:16,scale:8): " in proc.stderr
+    assert sorted(p.name for p in saved.glob("shapes*")) == ["shapes1.inputs.safetensors", "shapes2.inputs.safetensors"]
+    # --latency-raw: every timed call's seconds, per run, named as on its line; the report keeps the statistics alone
+    written = json.loads(raw.read_text())
+    assert written["unit"] == "s" and set(written["runs"]) == {"example", "shapes1", "shapes2"}
+    for name, entry in written["runs"].items():
+        lat = next(r for r in runs if r["sample"] == name)["latency_ms"]
+        assert len(entry["times_s"]) == lat["n"] == 3 and entry["threads"] == lat["threads"] and entry["device"] == "cpu"
+        assert min(entry["times_s"]) * 1000 == pytest.approx(lat["min"], rel=1e-3, abs=1e-6) and "times_s" not in lat
+    assert written["runs"]["shapes2"]["shapes"] == "x:16x8,ids:16,scale:8" and "shapes" not in written["runs"]["example"]
 
 
 def test_shapes_runs_and_times_other_sizes(mixed_pkg: Built, tmp_path: Path) -> None:
@@ -50,7 +79,7 @@ def test_shapes_runs_and_times_other_sizes(mixed_pkg: Built, tmp_path: Path) -> 
 
     inputs = load_file(str(saved / "shapes.inputs.safetensors"))
     assert tuple(inputs["x"].shape) == (16, 8) and tuple(inputs["ids"].shape) == (16,)
-    assert "latency shapes: p50 " in proc.stderr
+    assert "latency shapes (x:16x8,ids:16,scale:8): p50 " in proc.stderr and shaped["shapes"] == "x:16x8,ids:16,scale:8"
     refused = run_probe(str(mixed_pkg.path), "--fast", "--shapes", "x:40x8", "--json", "-")
     assert refused.returncode == 1
     golden = next(p for p in json.loads(refused.stdout)["phases"] if p["name"] == "golden")

@@ -186,7 +186,10 @@ def test_both_command_lines_have_the_same_probe_flags_and_defaults() -> None:
     for flag in (*PROBE_FLAGS, *OUTPUT_FLAGS):
         assert flag.dest in click_params, flag.name
         assert flag.name in click_params[flag.dest].opts
-        assert click_defaults[flag.dest] == argparse_defaults[flag.dest] == flag.default_value, flag.name
+        click_value, argparse_value = click_defaults[flag.dest], argparse_defaults[flag.dest]
+        if flag.multiple:  # click's empty tuple, argparse's None: both "not given" (probe_options reads both so)
+            click_value, argparse_value = tuple(click_value) or None, argparse_value and tuple(argparse_value)
+        assert click_value == argparse_value == flag.default_value, flag.name
         if flag.field is not None and flag.kind != "switch":
             assert flag.default_value == getattr(ProbeOptions(), flag.field)
 
@@ -209,6 +212,35 @@ def test_the_same_command_line_gives_the_same_options(tmp_path: Path) -> None:
         save_inputs=folder,
     )
     assert from_argparse == from_click == expected
+
+
+def test_shapes_repeats_on_both_command_lines() -> None:
+    """--shapes given twice keeps both sets, in order (it kept only the last); once, one set."""
+    for argv, expected in (
+        (["p.pt2", "--shapes", "x:1x16", "--shapes", "x:8x16,mask:8x32"], ("x:1x16", "x:8x16,mask:8x32")),
+        (["p.pt2", "--shapes", "x:4x16"], ("x:4x16",)),
+        (["p.pt2"], None),
+    ):
+        from_argparse = probe_options(vars(build_parser().parse_args(argv)))
+        from_click = probe_options(click_cli.commands["probe"].make_context("probe", list(argv)).params)
+        assert from_argparse.shapes == from_click.shapes == expected, argv
+
+
+def test_latency_raw_is_checked_before_any_work(unsigned: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--latency-raw: refused without timing, on stdout, over the package or another output, in a
+    missing folder; each a usage error (exit 2) before the package is opened."""
+    pkg = str(unsigned[0])
+    report = str(tmp_path / "r.json")
+    for extra, words in (
+        (["--latency-raw", str(tmp_path / "raw.json")], "nothing is timed"),
+        (["--iterations", "3", "--latency-raw", "-"], "--latency-raw needs a file"),
+        (["--iterations", "3", "--latency-raw", pkg], "--latency-raw " + pkg + " would overwrite the package being checked"),
+        (["--iterations", "3", "--latency-raw", report, "--json", report], "is also --latency-raw"),
+        (["--iterations", "3", "--latency-raw", str(tmp_path / "no" / "raw.json")], "does not exist"),
+        (["--verify-only", "--latency-raw", str(tmp_path / "raw.json")], "--latency-raw needs the model loaded"),
+    ):
+        assert probe_main([pkg, *extra]) == 2, extra
+        assert words in capsys.readouterr().err, extra
 
 
 def test_a_bad_number_is_a_usage_error(unsigned: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,3 +39,21 @@ def test_a_noisy_run_is_flagged() -> None:
     lines = latency_lines("example", s)
     assert lines[-1].startswith("  warning: timings vary: std is") and "of the mean (over 20%)" in lines[-1]
     assert not summarize([1.0, 1.01, 0.99, 1.0], wall_s=0.01)["unstable"]
+
+
+def test_the_thread_count_and_the_shapes_timed_are_in_the_line() -> None:
+    """A CPU latency means little without the thread count it ran with, and a --shapes run's line
+    says which sizes it timed (each of several sets has its own line)."""
+    from runtime_probe.report import _latency_lines, make_phase
+
+    s = summarize([1.0, 1.1], wall_s=0.01, threads=4)
+    assert s["threads"] == 4 and "threads" not in summarize([1.0], wall_s=0.01)
+    assert latency_lines("example", s)[0].endswith("calls/s, 4 threads")
+    assert latency_lines("example", summarize([1.0], wall_s=0.01, threads=1))[0].endswith(", 1 thread")
+    runs = [
+        {"sample": "shapes1", "shapes": "x:1x16,mask:1x32", "latency_ms": s},
+        {"sample": "shapes2", "shapes": "x:8x16,mask:8x32", "latency_ms": s},
+    ]
+    lines = [x for x in _latency_lines(make_phase("golden", 0.0, [], {"runs": runs})) if x.startswith("latency")]
+    assert lines[0].startswith("latency shapes1 (x:1x16,mask:1x32): p50 ")
+    assert lines[1].startswith("latency shapes2 (x:8x16,mask:8x32): p50 ")
