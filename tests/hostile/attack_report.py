@@ -33,7 +33,8 @@ def run_attacks(package: Path, attacks: Sequence[Attack] | None = None) -> list[
                 happened, held = f"NOT HELD: {broke}", False
             except Exception as exc:  # noqa: BLE001 - an attack's own failure is shown, not hidden
                 happened, held = f"the attack itself failed: {type(exc).__name__}: {exc}", False
-            out.append(AttackOutcome(attack, held, happened, time.monotonic() - started))
+            # the attack's own temporary folder is this machine's path: the doc shows it as <tmp>
+            out.append(AttackOutcome(attack, held, happened.replace(tmp, "<tmp>"), time.monotonic() - started))
     return out
 
 
