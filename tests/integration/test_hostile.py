@@ -15,6 +15,7 @@ import pytest
 from runtime_probe import load
 from runtime_probe.errors import PackageRejected
 from runtime_probe.inspect import inspect_package
+from tests.hostile.attack import all_attacks
 from tests.hostile.corpus_calls import CALLS
 from tests.hostile.make_corpus import Case, Keys, make_corpus, make_keys
 from tests.hostile.runner import Outcome, run_isolated
@@ -121,7 +122,7 @@ def test_reliability_doc_lists_exactly_this_corpus(corpus: list[Case]) -> None:
     not there means the doc was not regenerated."""
     text = DOC.read_text()
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
-    names = {c.name for c in corpus} | {c.name for c in CALLS}
+    names = {c.name for c in corpus} | {c.name for c in CALLS} | {a.name for a in all_attacks()}
     assert listed == names, sorted(listed ^ names)
     assert "probe crashes: 0" in text
     assert "serving-process crashes: 0" in text and "wrong results accepted: 0" in text
