@@ -85,7 +85,8 @@ def test_the_onnx_program_loads_where_its_output_type_is_not_registered(tmp_path
     loaded = _python(LOADER, str(tmp_path / "plain.pt2"), str(saved["path"]))
     # the program as exported needs the type registered: the real cause, not "check the warnings above"
     plain = str(loaded["plain"])
-    assert "in pytree is not registered" in plain and "Out" in plain and "check the warnings" not in plain, plain
+    # torch 2.13: "... in pytree is not registered"; 2.15: "... in pytree failed because the serialized type is not registered"
+    assert "in pytree" in plain and "not registered" in plain and "Out" in plain and "check the warnings" not in plain, plain
     # the flat copy: leaves named after the contract's inputs, no guards written against other names
     assert loaded["names"] == ["x", "cfg_y"] and loaded["guards"] == []
     assert loaded["outputs"] == [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
