@@ -31,7 +31,7 @@ from typing import Any
 from runtime_probe import layout
 from tests.hostile.attack import Attack, AttackContext, AttackSucceeded
 from tests.hostile.make_corpus import rewrite
-from tests.unit.fakepkg import write_key_pair
+from tests.unit.fakepkg import replacing, write_key_pair
 
 REPO = Path(__file__).resolve().parents[3]
 HUGE = "1" + "0" * 400  # json reads it as an exact int; float() of it raised OverflowError
@@ -359,17 +359,6 @@ def superscript_signature_schema(ctx: AttackContext) -> str:
 
 # ---- concurrency ----------------------------------------------------------------------------
 
-_WRITER = """
-import os, shutil, sys
-path, versions = sys.argv[1], sys.argv[2:]
-n = 0
-while True:
-    tmp = f"{path}.tmp{n % 2}"
-    shutil.copyfile(versions[n % len(versions)], tmp)
-    os.replace(tmp, path)
-    n += 1
-"""
-
 
 def _versions(ctx: AttackContext) -> tuple[dict[str, Path], dict[str, str]]:
     """Two versions of the package that differ in the manifest's tool version only (a difference
@@ -386,12 +375,8 @@ def _under_writer(ctx: AttackContext, runs: int, one: Callable[[Path], str]) -> 
     paths, _ = _versions(ctx)
     live = ctx.tmp / "live.pt2"
     shutil.copyfile(paths["A"], live)
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(live), str(paths["A"]), str(paths["B"])], start_new_session=True)
-    try:
+    with replacing(live, [paths["A"], paths["B"]]):  # the unit tests' one atomic writer
         return [one(live) for _ in range(runs)]
-    finally:
-        os.killpg(writer.pid, signal.SIGKILL)
-        writer.wait()
 
 
 def inspect_under_atomic_writer(ctx: AttackContext) -> str:
