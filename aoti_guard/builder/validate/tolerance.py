@@ -8,7 +8,7 @@ the ONNX Runtime verdict (verdict.py). ``resolve`` is the one function that fall
 default; tests/unit/test_tolerance.py fails on a default taken anywhere else.
 
 Not this module's: the tolerance a package STORES for the probe, which is measured from the
-build's own differences ('s rule: the dtype's floors and 4x the excess).
+build's own differences (builder/golden.py's rule: the dtype's floors and 4x the excess).
 """
 
 from __future__ import annotations
