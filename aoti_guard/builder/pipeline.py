@@ -19,7 +19,7 @@ from typing import Any
 
 from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import contract as contract_mod
-from aoti_guard.builder import determinism, export_guards, native_bounds, positions, resources, targets, toolchain, training_mode
+from aoti_guard.builder import determinism, export_guards, native_bounds, positions, resources, targets, toolchain, training_mode, user_code
 from aoti_guard.builder import device as device_mod
 from aoti_guard.builder import minify as minify_mod
 from aoti_guard.builder import twin as twin_mod
@@ -35,6 +35,7 @@ from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.resolve import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin_step import twin_step
+from aoti_guard.builder.validate import memcheck as validate_memcheck
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
@@ -320,6 +321,7 @@ def export_step(st: BuildState) -> StepResult:
         st.extra["user_samples"] = rows
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
+    st.user_code = user_code.scan(st.ep)  # validation runs memcheck over user GPU code; the manifest records it
     training = not st.is_program and bool(getattr(spec.model, "training", False))
     # a random op in the graph: whether its draws reach the outputs, from a second eager call
     repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
@@ -447,6 +449,9 @@ def validate_step(st: BuildState) -> StepResult:
         user_samples=st.user_samples,
         tolerance=st.tolerance,
     )
+    # user GPU code (or --memcheck): each golden sample once more under compute-sanitizer (validate/memcheck.py)
+    st.outcome.user_code, found, checked = validate_memcheck.check(st.outcome.child_run, st.release_pt2, st.options, st.user_code, st.note)
+    st.outcome.findings += found
     detail: dict[str, Any] = {
         **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),
         "samples": [g.id for g in st.outcome.index] + [c.id for c in st.outcome.compact],  # all that reach the probe
@@ -455,6 +460,7 @@ def validate_step(st: BuildState) -> StepResult:
         "timings": st.outcome.timings,
         "table": st.outcome.table,
         "margins": st.outcome.margins,
+        "memcheck": checked,
     }
     names = st.outcome.constant_names
     if names.renamed or names.unpaired or names.ambiguous:  # the package's names the program lacks, and how they were paired
