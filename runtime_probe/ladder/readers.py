@@ -125,7 +125,7 @@ def sanitizer_report(output: str) -> SanitizerReport:
             record = {"kind": line}
             continue
         m = _SUMMARY.match(line)
-        if m:
+        if m and "not printed" not in line:  # "ERROR SUMMARY: 6 errors were not printed" follows the total
             summary = int(m.group(1))
         elif record is not None:
             _sanitizer_line(record, line)

@@ -23,7 +23,12 @@ try:
     print("compile: ok")
     loaded = torch._inductor.aoti_load_package(path)
     got = loaded(ids, x)
-    print("call with ids on cpu: outputs on", [str(t.device) for t in got], "max diff", max(float((a.cpu() - b.cpu()).abs().max()) for a, b in zip(got, eager)))
+    print(
+        "call with ids on cpu: outputs on",
+        [str(t.device) for t in got],
+        "max diff",
+        max(float((a.cpu() - b.cpu()).abs().max()) for a, b in zip(got, eager)),
+    )
     try:
         got2 = loaded(ids.cuda(), x)
         print("call with ids on cuda: outputs on", [str(t.device) for t in got2])
