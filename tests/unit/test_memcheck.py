@@ -137,3 +137,13 @@ def test_user_code_is_read_off_the_exported_graph() -> None:
     x = torch.randn(3)
     assert scan(torch.export.export(WithOp(), (x,))) == UserCode(custom_ops=("aoti_guard_test::twice",))
     assert scan(torch.export.export(Plain(), (x,))) == UserCode()
+
+
+def test_the_probe_refuses_both_memcheck_flags() -> None:
+    from runtime_probe.errors import UsageError
+    from runtime_probe.probe import run as probe_run
+    from runtime_probe.probe.options import ProbeOptions
+
+    with pytest.raises(UsageError, match="--memcheck and --no-memcheck"):
+        probe_run._check_options(ProbeOptions(memcheck=True, no_memcheck=True))
+    probe_run._check_options(ProbeOptions(no_memcheck=True))  # one of them is fine
