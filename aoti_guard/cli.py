@@ -282,6 +282,14 @@ def cli() -> None:
     "samples and stored in the package, so the probe checks it too; its id is the file's stem.",
 )
 @click.option("--no-fp64", is_flag=True, help="Skip the float64 reference run.")
+@click.option(
+    "--memcheck/--no-memcheck",
+    default=None,
+    help="Run every golden sample once more under compute-sanitizer memcheck, caching allocator off, and reject the "
+    "package on an out-of-bounds access (the kernel, sample and sizes named). Default: on for a CUDA build whose "
+    "program holds user Triton kernels or custom ops. CUDA builds only: memcheck checks GPU kernels, and a CPU "
+    "build's kernels are C++ it cannot see (a CPU build ignores the flag).",
+)
 @click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for compiled vs eager (default by dtype).")
 @click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for compiled vs eager (default by dtype).")
 @click.option("--seed", type=int, default=BuildOptions.seed, show_default=True, help="Seed for the generated golden inputs.")
@@ -395,6 +403,7 @@ def build_options(params: Mapping[str, Any]) -> BuildOptions:
         golden_max_bytes=int(params["golden_max_mb"] * _MIB),
         samples=tuple(params["samples"]),
         fp64_reference=not params["no_fp64"],
+        memcheck=params.get("memcheck"),
         atol=params["atol"],
         rtol=params["rtol"],
         seed=params["seed"],

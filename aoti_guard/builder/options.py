@@ -31,6 +31,9 @@ class BuildOptions:
     golden_max_bytes: int = 16 * 1024 * 1024
     samples: tuple[str, ...] = ()  # --samples: .safetensors files of golden inputs of the user's own (builder/export/user_samples.py)
     fp64_reference: bool = True
+    # compute-sanitizer memcheck over the golden samples (validate/run.py): None runs it on a CUDA
+    # build whose program holds user Triton kernels or custom ops; True: always on CUDA; False: never
+    memcheck: bool | None = None
     atol: float | None = None
     rtol: float | None = None
     seed: int = 0

@@ -24,7 +24,7 @@ from aoti_guard.builder.compile import native_bounds, targets, toolchain
 from aoti_guard.builder.compile.constant_digests import ConstantDigests
 from aoti_guard.builder.compile.constant_names import program_tensors
 from aoti_guard.builder.export import contract as contract_mod
-from aoti_guard.builder.export import determinism, positions
+from aoti_guard.builder.export import determinism, positions, user_code
 from aoti_guard.builder.export import guards as export_guards
 from aoti_guard.builder.export import user_samples as user_samples_mod
 from aoti_guard.builder.export.program import eager_run, export_program
@@ -39,6 +39,7 @@ from aoti_guard.builder.resolve.target import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.twin_step import twin_step
+from aoti_guard.builder.validate import memcheck as validate_memcheck
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
@@ -324,6 +325,7 @@ def export_step(st: BuildState) -> StepResult:
         st.extra["user_samples"] = rows
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
+    st.user_code = user_code.scan(st.ep)  # validation runs memcheck over user GPU code; the manifest records it
     training = not st.is_program and bool(getattr(spec.model, "training", False))
     # a random op in the graph: whether its draws reach the outputs, from a second eager call
     repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
@@ -451,6 +453,9 @@ def validate_step(st: BuildState) -> StepResult:
         user_samples=st.user_samples,
         tolerance=st.tolerance,
     )
+    # user GPU code (or --memcheck): each golden sample once more under compute-sanitizer (validate/memcheck.py)
+    st.outcome.user_code, found, checked = validate_memcheck.check(st.outcome.child_run, st.release_pt2, st.options, st.user_code, st.note)
+    st.outcome.findings += found
     detail: dict[str, Any] = {
         **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),
         "samples": [g.id for g in st.outcome.index] + [c.id for c in st.outcome.compact],  # all that reach the probe
@@ -459,6 +464,7 @@ def validate_step(st: BuildState) -> StepResult:
         "timings": st.outcome.timings,
         "table": st.outcome.table,
         "margins": st.outcome.margins,
+        "memcheck": checked,
     }
     names = st.outcome.constant_names
     if names.renamed or names.unpaired or names.ambiguous:  # the package's names the program lacks, and how they were paired

@@ -54,6 +54,7 @@ class BuildState:
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
     example_outputs: Any = None  # eager's outputs on the example, from the export step
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
+    user_code: Any = None  # user_code.UserCode: custom ops and user Triton kernels in the exported graph (memcheck's trigger)
     user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (export/user_samples.py)
     # compiled vs eager: --atol/--rtol against the dtypes' defaults, made once from the options here
     # and handed to validation, which carries it to every comparison and to the manifest

@@ -6,7 +6,8 @@ instruments until the cause has a name. No recompilation: the debug twin is in t
 2. twin: the debug twin (AOTI's value printer) on the same inputs: the kernel that was running at
    a fault, the first NaN (or Inf the build's golden samples did not hold) and the kernel that
    wrote it (ladder/printer.py).
-3. sanitizer: compute-sanitizer memcheck's first error (CUDA faults, where it is installed).
+3. sanitizer: compute-sanitizer memcheck's errors, caching allocator off (CUDA faults, where it is
+   installed; ladder/memcheck.py, which the build and the probe's memcheck of user GPU code use too).
 4. native: a backtrace under gdb or cuda-gdb (batch mode) for a crash, its frames classified.
 5. remedy: where the cause has a safe candidate fix (preloading a C++ runtime), try it in a child
    and report whether the package then loads and passes, with the exact environment to apply.
@@ -26,6 +27,7 @@ from typing import Any
 from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.formats import elf as _elf
+from runtime_probe.ladder import memcheck as _memcheck
 from runtime_probe.ladder import readers as _diagnose
 from runtime_probe.ladder.findings import native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
@@ -34,7 +36,7 @@ from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.reporting.findings import Finding, Severity, error, info, warning
 from runtime_probe.runtime import layout
 
-__all__ = ["LadderContext", "Replay", "no_verdict", "run_ladder"]
+__all__ = ["LadderContext", "Replay", "memcheck_samples", "no_verdict", "run_ladder"]
 
 PHASE = "escalate"
 
@@ -157,12 +159,12 @@ def _begin(ctx: LadderContext, label: str) -> float:
     return time.monotonic()
 
 
-def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | None, evidence: Mapping[str, Any]) -> None:
+def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | str | None, evidence: Mapping[str, Any]) -> None:
     ctx.steps.append(
         {
             "step": name,
             "seconds": round(time.monotonic() - started, 2),
-            "outcome": outcome.describe() if outcome else "skipped",
+            "outcome": outcome if isinstance(outcome, str) else outcome.describe() if outcome else "skipped",
             "evidence": dict(evidence),
         }
     )
@@ -320,33 +322,29 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
 def _sanitizer_step(ctx: LadderContext, replay: Replay, release: str) -> list[Finding]:
     started = _begin(ctx, "step 3 compute-sanitizer")
-    tool = shutil.which("compute-sanitizer")
-    if tool is None:
-        _record(ctx, "sanitizer", started, None, {"reason": "compute-sanitizer is not installed"})
-        return []
-    outcome = _attempt(
-        ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx), prefix=[tool, "--tool", "memcheck", "--print-limit", "10"]
+    run = _memcheck.MemcheckRun(replay.sample or "the failing run", replay.run_args or {})
+    result = _memcheck.run_memcheck(_memcheck_target(ctx, release), [run], ctx.timeout(), ctx.deadline)
+    _record(
+        ctx, "sanitizer", started, result.status if result.status != "unavailable" else None, {**result.detail(), "head": list(result.head)}
     )
-    first = _diagnose.first_sanitizer_error(outcome.text)
-    evidence: dict[str, Any] = {
-        "first_error": first.__dict__ if first else None,
-        "head": [line for line in outcome.stdout.splitlines() if line.startswith("=========")][:12],
-    }
-    _record(ctx, "sanitizer", started, outcome, evidence)
-    if first is None:
-        return []
-    return [
-        error(
-            "run.illegal_memory_access",
-            PHASE,
-            f"compute-sanitizer: {first.kind} in {first.kernel}"
-            + (f" at {first.location}" if first.location else "")
-            + f" (thread {first.thread}, block {first.block})",
-            found=first.address,
-            hint=f"{first.kernel} is the faulting kernel; memcheck saw {first.errors} error(s)",
-            evidence={"kernel": first.kernel, "sanitizer": first.__dict__},
-        )
-    ]
+    if result.status != "errors":
+        return []  # a crash the tool does not explain, or no tool: the next steps look at it
+    return _memcheck.findings(result, PHASE, "run.illegal_memory_access", what="the package")
+
+
+def _memcheck_target(ctx: LadderContext, release: str) -> _memcheck.MemcheckTarget:
+    return _memcheck.MemcheckTarget(ctx.path, release, ctx.device_index, ctx.env, ctx.python, ctx.weights)
+
+
+def memcheck_samples(ctx: LadderContext, runs: Sequence[_memcheck.MemcheckRun]) -> list[Finding]:
+    """The samples that passed, rerun once under compute-sanitizer memcheck with the caching
+    allocator off (ladder/memcheck.py): for a package whose manifest records user GPU code, whose
+    out-of-bounds access passes every golden comparison (eager ran the same kernel at build time)."""
+    started = _begin(ctx, "memcheck on the golden samples")
+    release = ctx.manifest.model_name if ctx.manifest else layout.RELEASE_MODEL
+    result = _memcheck.run_memcheck(_memcheck_target(ctx, release), runs, ctx.timeout(), ctx.deadline)
+    _record(ctx, "memcheck", started, result.status, {**result.detail(), "head": list(result.head)})
+    return _memcheck.findings(result, PHASE, "run.out_of_bounds", what="the package")
 
 
 def _debugger() -> list[str] | None:

@@ -40,6 +40,7 @@ __all__ = [
     "Tolerance",
     "Toolchain",
     "TwinInfo",
+    "UserCode",
     "dump_manifest",
     "parse_manifest",
     "reference_tolerance",
@@ -58,8 +59,9 @@ __all__ = [
 # for every package constant, as every 1.6 probe did: a state_dict() file of a model with a
 # non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
 # (a 1.6 reader ignores the entry and asks the weights for those constants)
-MANIFEST_SCHEMA_VERSION = "1.7"
-_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.7")[0]
+# 1.8: Manifest.user_code (a 1.7 reader ignores it: its probe runs no memcheck, as every 1.7 probe did)
+MANIFEST_SCHEMA_VERSION = "1.8"
+_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.8")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -375,6 +377,28 @@ class TwinInfo:
 
 
 @dataclass(frozen=True)
+class UserCode:
+    """User GPU code the program holds, read off the exported graph (since 1.8): custom ops
+    (``mylib::scale``: a ``torch.library.custom_op`` or ``triton_op``) and user Triton kernels
+    (the kernel wrapper's nodes). ``memcheck``: what the build's memcheck of it did ("passed",
+    "off": --no-memcheck, "not run: WHY"). A probe runs memcheck on a package that records any."""
+
+    custom_ops: tuple[str, ...] = ()
+    triton_kernels: tuple[str, ...] = ()
+    memcheck: str = "not run"
+
+    @property
+    def any(self) -> bool:
+        return bool(self.custom_ops or self.triton_kernels)
+
+    def describe(self) -> str:
+        parts = [f"custom op(s) {', '.join(self.custom_ops)}"] if self.custom_ops else []
+        if self.triton_kernels:
+            parts.append(f"Triton kernel(s) {', '.join(self.triton_kernels)}")
+        return "; ".join(parts) or "no user GPU code"
+
+
+@dataclass(frozen=True)
 class Manifest:
     schema_version: str
     tool: dict[str, str]
@@ -399,6 +423,7 @@ class Manifest:
     # (layout.KEPT_CONSTANTS, safetensors) holding the values of its constants that no
     # state_dict() holds (ConstantSpec.in_state_dict False), loaded before the caller's weights
     kept_constants: str | None = None
+    user_code: UserCode | None = None  # since 1.8: user Triton kernels and custom ops in the program
 
     @property
     def twin(self) -> TwinInfo | None:

@@ -158,6 +158,7 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
             keep_raw(shared, dev, runs[-1], reply["times_s"])
         new = _judge(sample_id, reply, shared.manifest)
         findings += new
+        dev.ran.append((_what(sample_id, args), _replay_args(args)))  # memcheck reruns it (escalate)
         if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
             kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
             shown = _what(sample_id, args)

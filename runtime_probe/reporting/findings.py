@@ -38,6 +38,7 @@ CODES: dict[str, str] = {
     # env: the host
     "env.device_unavailable": "The device type the package needs is not present on this host.",
     "env.device_index_invalid": "The requested device index does not exist on this host.",
+    "env.memcheck_unavailable": "A package with user GPU code (or --memcheck) was to be run under compute-sanitizer memcheck, but the tool is not installed on this host, or its child failed without an error of its own: the memory accesses were not checked (a warning, not a verdict).",
     "env.device_mismatch": "The requested device type differs from the one the package was compiled for.",
     "env.arch_mismatch": "The GPU's compute capability does not match the archs of the package's kernels (a warning when the build's --cuda-arch list names it and PTX covers it).",
     "env.driver_too_old": "The GPU driver is older than the CUDA runtime needs.",
@@ -104,6 +105,7 @@ CODES: dict[str, str] = {
     "run.timeout": "Running the model did not finish within the timeout.",
     "run.nonfinite": "An output holds NaN or Inf.",
     "run.illegal_memory_access": "A kernel made an illegal memory access.",
+    "run.out_of_bounds": "compute-sanitizer memcheck, run by the probe on a package whose manifest records user GPU code (user Triton kernels, custom ops) or with --memcheck, with the caching allocator off, saw a kernel read or write past its tensor on a golden sample: the kernel, the sample and its sizes are named. The outputs may still have matched: the same access under the caching allocator reads a neighbour's memory silently.",
     "run.device_assert": "A device-side assertion fired.",
     "run.native_frames": "Native frames of a crash while running, and what they point at.",
     # escalate
@@ -115,6 +117,7 @@ CODES: dict[str, str] = {
     "golden.recipe_invalid": "A compact golden sample's record (recipe or digest) lies outside the contract or the size caps; it was not run.",
     "golden.recipe_mismatch": "A compact golden sample's inputs did not regenerate bit-exactly on this host; the sample was not checked.",
     # build
+    "build.out_of_bounds": "The program holds user GPU code (user Triton kernels, custom ops) or --memcheck was given, and compute-sanitizer memcheck, running each golden sample once in the validation child with the caching allocator off, saw a kernel read or write past its tensor: the kernel, the sample and its sizes are named. The package is rejected even when its outputs matched eager: eager runs the same kernel, so the two agree on what it read out of bounds.",
     "build.factory_failed": "The model factory raised or returned something unusable.",
     "build.training_mode": "The factory's model is in training mode and some of its modules behave differently there (Dropout, attention dropout, BatchNorm): the build stops at resolve, before exporting; the modules are named, and the fix is model.eval().",
     "build.export_failed": "torch.export could not export the model.",

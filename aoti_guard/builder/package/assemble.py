@@ -202,6 +202,7 @@ def assemble(
         },
         aoti_metadata=aoti_meta,
         kept_constants=layout.KEPT_CONSTANTS if kept is not None else None,
+        user_code=outcome.user_code,
     )
     manifest_bytes = dump_manifest(manifest)
     entries = [(layout.MANIFEST, manifest_bytes)]

@@ -38,7 +38,7 @@ from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
-from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract
+from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, UserCode
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.reporting.findings import Finding, error, warning
 from runtime_probe.runtime import layout
@@ -129,6 +129,7 @@ class Validation:
     child_run: ChildRun | None = None
     release_example: list[Any] | None = None
     release_nonfinite: bool = False
+    user_code: UserCode | None = None  # the program's user GPU code and what memcheck did (validate/memcheck.py)
 
 
 def example_leaves(ep: Any) -> list[Any]:
