@@ -81,6 +81,7 @@ CODES: dict[str, str] = {
     "constants.tied_mismatch": "New weights hold different values under two names of one tied tensor (lm_head.weight and embed_tokens.weight); the package computes both from one tensor.",
     "constants.from_package": "New weights from a checkpoint (a state_dict() or save_pretrained file) lack constants no checkpoint holds (non-persistent buffers such as a rotary inv_freq, lifted tensor constants), which keep the package's values, or the tied copy of a weight, which takes the tensor of its tied name; the finding lists both.",
     "constants.new_weights": "The weights given differ from the build's: the golden samples were run and checked for NaN/Inf only, not compared with references; a pass says nothing about these weights' numerics.",
+    "constants.references_need_weights": "The package's golden references were made for weights given at load (aoti-guard references), and none were given: the .so's own weights (the build's) ran, checked for NaN/Inf only, not compared; give the weights the references name.",
     # inputs (guarded loader and probe)
     "input.count": "Too few or too many arguments, or an unknown or missing keyword argument.",
     "input.type": "An argument is not a tensor where a tensor is expected (or the reverse).",
