@@ -118,6 +118,9 @@ def load_weights(model: Any, m: Manifest, path: str, check: WeightsCheck) -> dic
             if target is not None:  # a tied name's tensor is its constant's: copied into the one storage
                 target.copy_(tensor.to(target.device))
     loaded = {by_name[dst].fqn for dst in check.sources}
+    # a tied name of a loaded constant is the same tensor (embed_tokens.weight of lm_head.weight),
+    # listed as inlined because the package keeps one constant for both: it took the new value too
+    loaded |= {a for c in m.constants if c.fqn in loaded for a in c.tied_with}
     digests: dict[str, str] = {}
     for c in m.constants:
         t = _tensor_at(model, c.fqn)
