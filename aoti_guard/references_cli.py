@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from runtime_probe.errors import UsageError
-from runtime_probe.escaping import for_terminal
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.escaping import for_terminal
 
 __all__ = ["references"]
 

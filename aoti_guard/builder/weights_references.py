@@ -28,18 +28,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aoti_guard.builder import device as device_mod
-from aoti_guard.builder import training_mode
-from aoti_guard.builder.resolve import FactoryError, resolve_target
+from aoti_guard.builder.resolve import device as device_mod
+from aoti_guard.builder.resolve import training_mode
+from aoti_guard.builder.resolve.target import FactoryError, resolve_target
 from aoti_guard.builder.validate import new_references as refs
 from aoti_guard.pt2.writer import replace_entries, sha256_bytes
-from runtime_probe import layout
 from runtime_probe._version import __version__
-from runtime_probe.errors import PackageRejected, ToolError, UsageError
-from runtime_probe.findings import has_errors
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest, References, dump_manifest
-from runtime_probe.paths import Paths, Read, Write
+from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.findings import has_errors
+from runtime_probe.reporting.paths import Paths, Read, Write
+from runtime_probe.runtime import layout
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import read_signature
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
 from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, run_cli
 from .test_golden_compact import tiny_cap_pkg  # noqa: F401 - the session fixture, shared

@@ -24,17 +24,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aoti_guard.builder.contract import dtype_name, tensor_sha256
+from aoti_guard.builder.export.contract import dtype_name, tensor_sha256
 from aoti_guard.builder.validate.golden_store import FORMAT, output_digest
 from aoti_guard.builder.validate.references import call_with_leaves
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import Finding, Severity
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import cases as _cases
 from runtime_probe.golden import compact as _compact
 from runtime_probe.package.manifest import CompactSample, ConstantSpec, Golden, Manifest, reference_tolerance
 from runtime_probe.package.weights import WeightsCheck, check_weights, keeps_unsaved
-from runtime_probe.report import format_finding
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import Finding, Severity
+from runtime_probe.reporting.report import format_finding
 
 __all__ = ["GoldenInputs", "NewGolden", "check_new_weights", "golden_inputs", "golden_record", "load_weights", "references"]
 
@@ -177,7 +177,7 @@ def golden_inputs(m: Manifest, golden_path: str) -> GoldenInputs:
 
 
 def _unrun(sample_id: str) -> Finding:
-    from runtime_probe.findings import error
+    from runtime_probe.reporting.findings import error
 
     return error("golden.recipe_invalid", "golden", f"compact golden sample {sample_id} could not be made again")
 
