@@ -24,6 +24,7 @@ from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.outputs import build_paths
 from aoti_guard.container.probe import ImageProbeOptions
 from aoti_guard.fleet.cli import fleet
+from aoti_guard.references_cli import references
 from runtime_probe._version import __version__
 from runtime_probe.cli import (
     check_outputs,
@@ -185,6 +186,7 @@ def cli() -> None:
     diff     compare two .pt2 manifests (contract, tolerances, golden, target, toolchain, constants)
     keygen   create an Ed25519 release key pair (--key KEY: KEY and KEY.pub)
     sign     sign a .pt2's manifest (which holds every entry's hash) with a release key (--key KEY)
+    references  golden references for new weights against the same compiled .pt2 (a checkpoint rotation)
     fleet    probe a .pt2 on every node class through Kubernetes or Slurm; one verdict per class
 
     Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
@@ -717,6 +719,7 @@ def sign(package: str, key: str) -> None:
 
 
 cli.add_command(fleet)  # aoti_guard/fleet/cli.py: k8s, slurm, report
+cli.add_command(references)  # aoti_guard/references_cli.py
 
 
 def run() -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "OutputDigest",
     "OutputSpec",
     "ParamSpec",
+    "References",
     "ShapeGuard",
     "Symbol",
     "Target",
@@ -60,6 +61,10 @@ __all__ = [
 # non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
 # (a 1.6 reader ignores the entry and asks the weights for those constants)
 # 1.8: Manifest.user_code (a 1.7 reader ignores it: its probe runs no memcheck, as every 1.7 probe did)
+# 1.8: Golden.references (references made for weights given at load by `aoti-guard references`; a
+# 1.7 reader ignores it: with those weights it compares, as the constants' digests are theirs;
+# without them it compares the .so's own weights with references made for others and fails,
+# never passes falsely)
 MANIFEST_SCHEMA_VERSION = "1.8"
 _OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.8")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
@@ -336,6 +341,26 @@ class CompactSample:
 
 
 @dataclass(frozen=True)
+class References:
+    """Golden references made for weights other than the build's, on the build side, against the
+    same compiled package (``aoti-guard references``). Since schema 1.8.
+
+    The package's constants' digests (``ConstantSpec.sha256``) are then those weights', while its
+    .so still holds the build's: the references apply only when the weights are given at load
+    (``probe --weights``, ``load(..., weights=)``)."""
+
+    weights: str  # the weights file's name (no folder): what to give at load
+    model: str  # the factory that computed them ("make (model.py)")
+    created: str  # when (UTC, ISO 8601)
+    tool: str  # "aoti-guard 0.9.0"
+    base_manifest_sha256: str  # the manifest of the package they were made from (its compiled code and build)
+    base_created: str  # when that package was built
+    # the tolerances stay the build's, measured on its weights: said here so a reader of the
+    # manifest alone knows
+    tolerances: str = "the build's, measured with the build's weights"
+
+
+@dataclass(frozen=True)
 class Golden:
     entry: str
     samples: tuple[GoldenSample, ...]
@@ -346,6 +371,8 @@ class Golden:
     dropped: tuple[str, ...] = ()
     # samples over the cap, in compact form (since 1.5; a 1.4 reader ignores them); None: none
     compact_samples: tuple[CompactSample, ...] | None = None
+    # since 1.8: the references were made for weights given at load (References); None: the build's own
+    references: References | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ CODES: dict[str, str] = {
     "constants.tied_mismatch": "New weights hold different values under two names of one tied tensor (lm_head.weight and embed_tokens.weight); the package computes both from one tensor.",
     "constants.from_package": "New weights from a checkpoint (a state_dict() or save_pretrained file) lack constants no checkpoint holds (non-persistent buffers such as a rotary inv_freq, lifted tensor constants), which keep the package's values, or the tied copy of a weight, which takes the tensor of its tied name; the finding lists both.",
     "constants.new_weights": "The weights given differ from the build's: the golden samples were run and checked for NaN/Inf only, not compared with references; a pass says nothing about these weights' numerics.",
+    "constants.references_need_weights": "The package's golden references were made for weights given at load (aoti-guard references), and none were given: the .so's own weights (the build's) ran, checked for NaN/Inf only, not compared; give the weights the references name.",
     # inputs (guarded loader and probe)
     "input.count": "Too few or too many arguments, or an unknown or missing keyword argument.",
     "input.type": "An argument is not a tensor where a tensor is expected (or the reverse).",
@@ -133,6 +134,7 @@ CODES: dict[str, str] = {
     "build.coverage_incomplete": "The golden samples miss a free symbol's minimum or maximum: an error unless --allow-partial-coverage.",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
+    "build.twin_compiled_after": "The debug twin was compiled in the build's own process after the release model, not in a child beside it (the finding says why: a program the child could not save, load or compile, such as one with user ops its child has not registered); the twin is the same, the build took longer.",
     "build.nondeterministic": "The model's forward draws random numbers (Dropout in training mode, rand/randn/bernoulli...); the module is named. The build calls the model a second time on the example: other outputs make it an error (no golden output can be checked; the difference is in evidence.two_calls), identical ones a warning (the draw does not reach the outputs on that input, as the LayerDrop number transformers' Wav2Vec2 draws in eval mode). A Dropout with train=False is no draw.",
     "build.constants_unnamed": "The package lists a constant by a name the program lacks (the compiler renamed it: a tensor attribute offset is _tensor_constant0) and reading the compiled model's values to pair it failed: the manifest keeps the program's name, and a probe will report the package's as unexpected.",
     "build.stateful_model": "The model updates buffers in place (a counter, BatchNorm running statistics in training mode): each call depends on the calls before it; the buffer is named.",

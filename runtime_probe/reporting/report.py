@@ -160,9 +160,10 @@ class Report:
 
 
 _MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
-# info findings that qualify the verdict: a PASSED that checked less than it reads (new weights:
-# no golden output was compared); the text report says them under the verdict, -v or not
-VERDICT_CAVEATS = frozenset({"constants.new_weights"})
+# info findings that qualify the verdict: a PASSED that checked less than it reads (new weights, or
+# references made for weights not given: no golden output was compared); the text report says them
+# under the verdict, -v or not
+VERDICT_CAVEATS = frozenset({"constants.new_weights", "constants.references_need_weights"})
 
 
 def clean(value: object) -> str:
