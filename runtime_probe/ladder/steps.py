@@ -29,7 +29,7 @@ from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, 
 from runtime_probe.findings import Finding, Severity, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.ladder import readers as _diagnose
-from runtime_probe.ladder.findings import native_findings, tail, twin_findings
+from runtime_probe.ladder.findings import TwinContext, native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
@@ -310,9 +310,11 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
         replay_kind=replay.kind,
         device_type=ctx.device_type,
         crash_signal=crash,
-        baseline=recorded.names if recorded is not None else None,
-        input_name=lambda i: _input_name(ctx, i),
-        sample=replay.sample,
+        context=TwinContext(
+            baseline=recorded.names if recorded is not None else None,
+            input_name=lambda i: _input_name(ctx, i),
+            sample=replay.sample,
+        ),
     )
     _record(ctx, "twin", started, outcome, evidence)
     return findings

@@ -19,7 +19,7 @@ import pytest
 
 from runtime_probe.findings import Severity
 from runtime_probe.ladder import printer, steps
-from runtime_probe.ladder.findings import twin_findings
+from runtime_probe.ladder.findings import TwinContext, twin_findings
 from runtime_probe.ladder.readers import kernel_trace
 from runtime_probe.report import make_phase
 
@@ -97,9 +97,7 @@ def test_twin_findings_name_the_nan_kernel_not_the_mask() -> None:
         replay_kind="nonfinite",
         device_type="cpu",
         crash_signal=None,
-        baseline=MASK_BASELINE,
-        input_name=lambda i: ["x", "mask"][i],
-        sample="the --inputs",
+        context=TwinContext(baseline=MASK_BASELINE, input_name=lambda i: ["x", "mask"][i], sample="the --inputs"),
     )
     [f] = found
     assert f.severity is Severity.ERROR and f.code == "run.nonfinite"
@@ -112,7 +110,12 @@ def test_twin_findings_name_the_nan_kernel_not_the_mask() -> None:
 def test_twin_findings_name_an_input_that_holds_nan_on_entry() -> None:
     text = _block("", "", "arg0_1", "0", "1") + _block("", "", "arg1_1", "nan", "nan")
     found, _ = twin_findings(
-        text, "", replay_kind="nonfinite", device_type="cpu", crash_signal=None, baseline={}, input_name=lambda i: ["x", "mask"][i]
+        text,
+        "",
+        replay_kind="nonfinite",
+        device_type="cpu",
+        crash_signal=None,
+        context=TwinContext(baseline={}, input_name=lambda i: ["x", "mask"][i]),
     )
     [f] = found
     assert f.severity is Severity.ERROR and f.evidence["argument"] == "mask" and "before any kernel ran" in f.message
