@@ -114,24 +114,26 @@ def _strict_env(ctx: LadderContext) -> dict[str, str | None]:
     return env
 
 
-def _attempt(
-    ctx: LadderContext,
-    replay: Replay,
-    *,
-    path: str,
-    model: str,
-    env: Mapping[str, str | None],
-    prefix: Sequence[str] = (),
-    constants_from: Mapping[str, str] | None = None,
-) -> _Outcome:
-    """Load (and run the sample) in a fresh child; never raises for the child's failures.
-    ``constants_from``: the model's weights are another package model's (a twin without its own)."""
+@dataclass(frozen=True)
+class _Target:
+    """The package model a step loads: its file, its name, and ``constants_from`` when its
+    weights are another package model's (a twin without its own)."""
+
+    path: str
+    model: str
+    constants_from: Mapping[str, str] | None = None
+
+
+def _attempt(ctx: LadderContext, replay: Replay, target: _Target, *, env: Mapping[str, str | None], prefix: Sequence[str] = ()) -> _Outcome:
+    """Load ``target`` (and run the sample) in a fresh child; never raises for the child's failures."""
     worker = Worker(env=env, python=ctx.python, prefix=prefix)
     under = os.path.basename(prefix[0]) if prefix else None
     out_mark = err_mark = 0
     try:
-        load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
-        worker.request("load", ctx.timeout(), key="m", path=path, model_name=model, device_index=ctx.device_index, **load_args)
+        load_args = {"constants_from": dict(target.constants_from)} if target.constants_from is not None else {}
+        worker.request(
+            "load", ctx.timeout(), key="m", path=target.path, model_name=target.model, device_index=ctx.device_index, **load_args
+        )
         if ctx.weights is not None:
             worker.request("load_weights", ctx.timeout(), **{**ctx.weights, "key": "m"})
         result = None
@@ -216,7 +218,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
     # 1. strict rerun
     started = _begin(ctx, "step 1 strict rerun")
-    strict = _attempt(ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx))
+    strict = _attempt(ctx, replay, _Target(ctx.path, release), env=_strict_env(ctx))
     named = _classify_text(ctx, strict, "strict")
     _record(
         ctx,
@@ -294,14 +296,8 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
     if twin_path is None:
         _record(ctx, "twin", started, None, {"reason": "the twin's files are missing from the archive"})
         return []
-    outcome = _attempt(
-        ctx,
-        replay,
-        path=twin_path,
-        model=ctx.manifest.twin.model_name,
-        env=_strict_env(ctx),
-        constants_from=twin_constants_from(ctx.path, ctx.manifest),
-    )
+    target = _Target(twin_path, ctx.manifest.twin.model_name, twin_constants_from(ctx.path, ctx.manifest))
+    outcome = _attempt(ctx, replay, target, env=_strict_env(ctx))
     crash = outcome.failure.signal if isinstance(outcome.failure, ChildCrashed) else None
     recorded = ctx.manifest.twin.nonfinite
     findings, evidence = twin_findings(
@@ -327,7 +323,7 @@ def _sanitizer_step(ctx: LadderContext, replay: Replay, release: str) -> list[Fi
         _record(ctx, "sanitizer", started, None, {"reason": "compute-sanitizer is not installed"})
         return []
     outcome = _attempt(
-        ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx), prefix=[tool, "--tool", "memcheck", "--print-limit", "10"]
+        ctx, replay, _Target(ctx.path, release), env=_strict_env(ctx), prefix=[tool, "--tool", "memcheck", "--print-limit", "10"]
     )
     first = _diagnose.first_sanitizer_error(outcome.text)
     evidence: dict[str, Any] = {
@@ -382,7 +378,7 @@ def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list
     if prefix is None:
         _record(ctx, "native", started, None, {"reason": "no gdb or cuda-gdb on this host: no native frames"})
         return [], None
-    outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=ctx.env, prefix=prefix)
+    outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=ctx.env, prefix=prefix)
     so = _so_facts(ctx, layout.model_dir(release))
     m = ctx.manifest
     no_weights = m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and ctx.weights is None
@@ -425,7 +421,7 @@ def _remedy_step(ctx: LadderContext, replay: Replay, release: str, cause: str | 
     tried = []
     for candidate in _libstdcxx_candidates(ctx)[:4]:
         env = {**ctx.env, "LD_PRELOAD": candidate}
-        outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=env)
+        outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=env)
         tried.append({"LD_PRELOAD": candidate, "outcome": outcome.describe()})
         if outcome.ok:
             what = "loads" + (" and runs the failing sample" if replay.stage == "run" else "")

@@ -145,8 +145,8 @@ def test_a_ladder_whose_twin_names_nothing_does_not_pass(monkeypatch: pytest.Mon
     escalate.no_verdict instead of reading as passed."""
     good = (DATA / "masked_nan_good.stdout").read_text()
 
-    def attempt(ctx: Any, replay: Any, **kw: Any) -> Any:
-        printed = good if kw["path"].endswith("twin.pt2") else ""  # the twin prints; the strict rerun does not
+    def attempt(ctx: Any, replay: Any, target: Any, **kw: Any) -> Any:
+        printed = good if target.path.endswith("twin.pt2") else ""  # the twin prints; the strict rerun does not
         return steps._Outcome(False, printed, "", None, {"outputs": {"y": {"nonfinite": 3}}})
 
     baseline = SimpleNamespace(names={k: tuple(v) for k, v in MASK_BASELINE.items()})
