@@ -23,6 +23,7 @@ from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.golden import cases as _golden_cases
+from runtime_probe.golden import compact as _compact
 
 
 class State:
@@ -400,7 +401,7 @@ def _judged_output(req: RunRequest, name: str, value: Any, tensors: dict[str, An
     ref_key = req.sample.get("outputs", {}).get(name)
     digest = (req.sample.get("digests") or {}).get(name)
     if digest is not None:
-        entry.update(_golden_cases.check_output(value, digest, tensors, atol, rtol, req.equal_nan, req.gpu))
+        entry.update(_golden_cases.check_output(value, digest, tensors, _compact.Bound(atol, rtol, req.equal_nan), req.gpu))
     elif ref_key is not None and ref_key in tensors:
         entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=req.equal_nan, device=req.gpu))
     return entry

@@ -128,7 +128,7 @@ def _close(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float) -> di
     sum_tol, minmax_tol = _compact.tolerances(stats, atol, rtol)
     at = torch.tensor(_compact.positions(ref.numel()), dtype=torch.int64)
     digest = {"shape": list(ref.shape), "dtype": "float32", **stats, "sum_tol": sum_tol, "minmax_tol": minmax_tol}
-    return _compact.check(out, digest, at, ref.reshape(-1)[at], atol=atol, rtol=rtol, equal_nan=False, device=None)
+    return _compact.check(out, digest, at, ref.reshape(-1)[at], _compact.Bound(atol, rtol), device=None)
 
 
 def test_an_output_at_the_edge_of_its_elementwise_tolerance_passes_the_statistics() -> None:
