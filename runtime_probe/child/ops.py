@@ -573,7 +573,9 @@ def _resized(values: Mapping[str, Any], resize: dict[str, list[int]], package: s
                 continue
             shape = tuple(resize[s.name])
             stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
-            recipes.append(_recipe.recipe(s.name, t, s.name, s.tensor.dtype, shape, stride, _recipe.input_seed(0, "shapes", s.name)))
+            recipes.append(
+                _recipe.recipe(s.name, t, s.name, _recipe.Sized(s.tensor.dtype, shape, stride), _recipe.input_seed(0, "shapes", s.name))
+            )
             if t.kind == "pool":
                 pools[s.name] = t.pool
         try:
