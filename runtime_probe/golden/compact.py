@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe import numerics as _numerics
+from runtime_probe.runtime import numerics as _numerics
 
 __all__ = ["SPREAD", "WORST", "Bound", "check", "positions", "reference_stats", "tolerances", "worst_positions"]
 

@@ -20,9 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe import layout, torch_compat
-from runtime_probe.errors import PackageRejected, ToolError, UsageError
-from runtime_probe.findings import Finding, error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
@@ -35,6 +32,9 @@ from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
+from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.findings import Finding, error, has_errors
+from runtime_probe.runtime import layout, torch_compat
 
 __all__ = ["GuardedModel", "load"]
 
@@ -212,7 +212,7 @@ def _load_verified(req: _LoadRequest, copy: str) -> GuardedModel:
     twin = opened.twin_dir is not None
     if twin:  # a twin without weights: it must not be callable before it has them
         _share_twin_constants(req.fspath, copy, opened, compiled)
-    # the twin's own call wrapper is flat (aoti_guard/builder/twin.py): its call structure is the
+    # the twin's own call wrapper is flat (aoti_guard/builder/twin/schedule.py): its call structure is the
     # release model's, which the manifest records
     guarded = GuardedModel(
         compiled,
