@@ -66,6 +66,56 @@ def twin_findings(
     return ([finding] if finding is not None else []), evidence
 
 
+def _departure_dict(d: _printer.Departure, input_name: Callable[[int], str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": d.name, "kernel": d.kernel, "kinds": list(d.kinds), "baseline": list(d.expected)}
+    if d.input_index is not None:
+        out["input"] = input_name(d.input_index) if input_name else f"input {d.input_index}"
+    return out
+
+
+def _departure_finding(
+    d: _printer.Departure,
+    allowed: Mapping[str, Sequence[str]],
+    inputs: Mapping[str, int],
+    input_name: Callable[[int], str] | None,
+    on: str,
+    trace: Any,
+) -> Finding:
+    def label(name: str) -> str:  # a graph input by the contract's name too: "mask (arg7_1)"
+        return f"{input_name(inputs[name])} ({name})" if name in inputs and input_name else name
+
+    intended = ", ".join(f"{label(name)} ({'/'.join(kinds)})" for name, kinds in list(allowed.items())[:6])
+    more = f" and {len(allowed) - 6} more" if len(allowed) > 6 else ""
+    past = (
+        f"; past the non-finite values the build's golden samples also held (its baseline, with outputs that matched eager): {intended}{more}"
+        if intended
+        else ""
+    )
+    expected = f"{d.name} holding {'/'.join(d.expected)} at most (the build's baseline)" if d.expected else f"{d.name} finite"
+    detail = _departure_dict(d, input_name)
+    if d.kernel is None:
+        what = detail["input"]
+        return error(
+            "run.nonfinite",
+            PHASE,
+            f"the input {what} ({d.name}) holds {d.kind} on entry{on}, before any kernel ran{past}",
+            expected=expected,
+            found=f"{d.kind} in {what}",
+            hint=f"the caller passes {d.kind} in {what}; the kernels are not its cause",
+            evidence={"buffer": d.name, "argument": what, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
+        )
+    return error(
+        "run.nonfinite",
+        PHASE,
+        f"the first {d.kind} appears{on} in {d.name}, written by kernel {d.kernel}{past}",
+        expected=expected,
+        found=f"{d.kind} in {d.name}",
+        hint=f"inspect {d.kernel} in the package's generated code (aoti-guard inspect) and the inputs that reach it; "
+        "every value written before it is finite or in the baseline",
+        evidence={"kernel": d.kernel, "buffer": d.name, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
+    )
+
+
 @dataclass(frozen=True)
 class _TwinOutput:
     """The twin's output, read by each instrument: the kernel trace, the printed values and their
@@ -154,56 +204,6 @@ def _fault_finding(out: _TwinOutput, replay_kind: str, device_type: str, crash_s
             evidence={"kernel": trace.unfinished},
         )
     return None
-
-
-def _departure_dict(d: _printer.Departure, input_name: Callable[[int], str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": d.name, "kernel": d.kernel, "kinds": list(d.kinds), "baseline": list(d.expected)}
-    if d.input_index is not None:
-        out["input"] = input_name(d.input_index) if input_name else f"input {d.input_index}"
-    return out
-
-
-def _departure_finding(
-    d: _printer.Departure,
-    allowed: Mapping[str, Sequence[str]],
-    inputs: Mapping[str, int],
-    input_name: Callable[[int], str] | None,
-    on: str,
-    trace: Any,
-) -> Finding:
-    def label(name: str) -> str:  # a graph input by the contract's name too: "mask (arg7_1)"
-        return f"{input_name(inputs[name])} ({name})" if name in inputs and input_name else name
-
-    intended = ", ".join(f"{label(name)} ({'/'.join(kinds)})" for name, kinds in list(allowed.items())[:6])
-    more = f" and {len(allowed) - 6} more" if len(allowed) > 6 else ""
-    past = (
-        f"; past the non-finite values the build's golden samples also held (its baseline, with outputs that matched eager): {intended}{more}"
-        if intended
-        else ""
-    )
-    expected = f"{d.name} holding {'/'.join(d.expected)} at most (the build's baseline)" if d.expected else f"{d.name} finite"
-    detail = _departure_dict(d, input_name)
-    if d.kernel is None:
-        what = detail["input"]
-        return error(
-            "run.nonfinite",
-            PHASE,
-            f"the input {what} ({d.name}) holds {d.kind} on entry{on}, before any kernel ran{past}",
-            expected=expected,
-            found=f"{d.kind} in {what}",
-            hint=f"the caller passes {d.kind} in {what}; the kernels are not its cause",
-            evidence={"buffer": d.name, "argument": what, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
-        )
-    return error(
-        "run.nonfinite",
-        PHASE,
-        f"the first {d.kind} appears{on} in {d.name}, written by kernel {d.kernel}{past}",
-        expected=expected,
-        found=f"{d.kind} in {d.name}",
-        hint=f"inspect {d.kernel} in the package's generated code (aoti-guard inspect) and the inputs that reach it; "
-        "every value written before it is finite or in the baseline",
-        evidence={"kernel": d.kernel, "buffer": d.name, "kinds": list(d.kinds), "launched": list(trace.launched[-10:])},
-    )
 
 
 def durable_fix(built_with: str | None, process_libstdcxx: str | None, glibcxx: str | None) -> str:
