@@ -289,7 +289,11 @@ def _generate(
         t = templates[spec.name]
         recipes.append(
             _recipe.recipe(
-                spec.name, t, pool_key(spec.name), spec.tensor.dtype, shape, stride, _recipe.input_seed(seed, sample_id, spec.name)
+                spec.name,
+                t,
+                pool_key(spec.name),
+                _recipe.Sized(spec.tensor.dtype, shape, stride),
+                _recipe.input_seed(seed, sample_id, spec.name),
             )
         )
     made = _recipe.generate(recipes, pools)

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_SAMPLE_BYTES",
     "POOL_MAX",
     "RecipeError",
+    "Sized",
     "Template",
     "check_recipe",
     "contract_problem",
@@ -192,10 +193,19 @@ def _same_dims(inputs: Sequence[InputSpec], a: str, b: str) -> bool:
     return a in shapes and b in shapes and shapes[a] == shapes[b]
 
 
-def recipe(name: str, t: Template, pool_key: str | None, dtype: str, shape: Sequence[int], stride: Sequence[int], seed: int) -> InputRecipe:
+@dataclass(frozen=True)
+class Sized:
+    """One input's tensor at one sample's sizes: its dtype name, shape and stride."""
+
+    dtype: str
+    shape: Sequence[int]
+    stride: Sequence[int]
+
+
+def recipe(name: str, t: Template, pool_key: str | None, at: Sized, seed: int) -> InputRecipe:
     """The recipe of one input at one sample's sizes (its ``sha256`` empty until generated)."""
     return InputRecipe(
-        name, t.kind, dtype, tuple(shape), tuple(stride), seed, "", pool_key if t.kind == "pool" else None,
+        name, t.kind, at.dtype, tuple(at.shape), tuple(at.stride), seed, "", pool_key if t.kind == "pool" else None,
         t.low, t.high, t.keep, t.pad, t.follows,
     )  # fmt: skip
 

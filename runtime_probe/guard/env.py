@@ -57,7 +57,7 @@ class Env:
         except _symexpr.ExprError:
             slope = [0, 0, 1]
         if slope[1] - slope[0] == slope[2] - slope[1] != 0:  # affine (8*k, k + 1): the exact inverse
-            found = _symexpr.solve_for(d.expr, sym, size, values, 0, search=False)
+            found = _symexpr.invert_affine(d.expr, sym, size, values, 0)
         else:  # a floor, a product: every small value, for uniqueness
             hits: list[int] = []
             for v in range(_SEARCH_LIMIT + 1):

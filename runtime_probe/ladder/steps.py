@@ -29,7 +29,7 @@ from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, 
 from runtime_probe.formats import elf as _elf
 from runtime_probe.ladder import memcheck as _memcheck
 from runtime_probe.ladder import readers as _diagnose
-from runtime_probe.ladder.findings import native_findings, tail, twin_findings
+from runtime_probe.ladder.findings import TwinContext, native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
@@ -116,24 +116,26 @@ def _strict_env(ctx: LadderContext) -> dict[str, str | None]:
     return env
 
 
-def _attempt(
-    ctx: LadderContext,
-    replay: Replay,
-    *,
-    path: str,
-    model: str,
-    env: Mapping[str, str | None],
-    prefix: Sequence[str] = (),
-    constants_from: Mapping[str, str] | None = None,
-) -> _Outcome:
-    """Load (and run the sample) in a fresh child; never raises for the child's failures.
-    ``constants_from``: the model's weights are another package model's (a twin without its own)."""
+@dataclass(frozen=True)
+class _Target:
+    """The package model a step loads: its file, its name, and ``constants_from`` when its
+    weights are another package model's (a twin without its own)."""
+
+    path: str
+    model: str
+    constants_from: Mapping[str, str] | None = None
+
+
+def _attempt(ctx: LadderContext, replay: Replay, target: _Target, *, env: Mapping[str, str | None], prefix: Sequence[str] = ()) -> _Outcome:
+    """Load ``target`` (and run the sample) in a fresh child; never raises for the child's failures."""
     worker = Worker(env=env, python=ctx.python, prefix=prefix)
     under = os.path.basename(prefix[0]) if prefix else None
     out_mark = err_mark = 0
     try:
-        load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
-        worker.request("load", ctx.timeout(), key="m", path=path, model_name=model, device_index=ctx.device_index, **load_args)
+        load_args = {"constants_from": dict(target.constants_from)} if target.constants_from is not None else {}
+        worker.request(
+            "load", ctx.timeout(), key="m", path=target.path, model_name=target.model, device_index=ctx.device_index, **load_args
+        )
         if ctx.weights is not None:
             worker.request("load_weights", ctx.timeout(), **{**ctx.weights, "key": "m"})
         result = None
@@ -218,7 +220,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
     # 1. strict rerun
     started = _begin(ctx, "step 1 strict rerun")
-    strict = _attempt(ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx))
+    strict = _attempt(ctx, replay, _Target(ctx.path, release), env=_strict_env(ctx))
     named = _classify_text(ctx, strict, "strict")
     _record(
         ctx,
@@ -296,14 +298,8 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
     if twin_path is None:
         _record(ctx, "twin", started, None, {"reason": "the twin's files are missing from the archive"})
         return []
-    outcome = _attempt(
-        ctx,
-        replay,
-        path=twin_path,
-        model=ctx.manifest.twin.model_name,
-        env=_strict_env(ctx),
-        constants_from=twin_constants_from(ctx.path, ctx.manifest),
-    )
+    target = _Target(twin_path, ctx.manifest.twin.model_name, twin_constants_from(ctx.path, ctx.manifest))
+    outcome = _attempt(ctx, replay, target, env=_strict_env(ctx))
     crash = outcome.failure.signal if isinstance(outcome.failure, ChildCrashed) else None
     recorded = ctx.manifest.twin.nonfinite
     findings, evidence = twin_findings(
@@ -312,9 +308,11 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
         replay_kind=replay.kind,
         device_type=ctx.device_type,
         crash_signal=crash,
-        baseline=recorded.names if recorded is not None else None,
-        input_name=lambda i: _input_name(ctx, i),
-        sample=replay.sample,
+        context=TwinContext(
+            baseline=recorded.names if recorded is not None else None,
+            input_name=lambda i: _input_name(ctx, i),
+            sample=replay.sample,
+        ),
     )
     _record(ctx, "twin", started, outcome, evidence)
     return findings
@@ -378,7 +376,7 @@ def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list
     if prefix is None:
         _record(ctx, "native", started, None, {"reason": "no gdb or cuda-gdb on this host: no native frames"})
         return [], None
-    outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=ctx.env, prefix=prefix)
+    outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=ctx.env, prefix=prefix)
     so = _so_facts(ctx, layout.model_dir(release))
     m = ctx.manifest
     no_weights = m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and ctx.weights is None
@@ -421,7 +419,7 @@ def _remedy_step(ctx: LadderContext, replay: Replay, release: str, cause: str | 
     tried = []
     for candidate in _libstdcxx_candidates(ctx)[:4]:
         env = {**ctx.env, "LD_PRELOAD": candidate}
-        outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=env)
+        outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=env)
         tried.append({"LD_PRELOAD": candidate, "outcome": outcome.describe()})
         if outcome.ok:
             what = "loads" + (" and runs the failing sample" if replay.stage == "run" else "")

@@ -73,6 +73,12 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
         if not _HEX64.match(digest):
             yield f"records {digest[:80]!r} as the SHA-256 of {rel[:80]!r} (expected 64 lowercase hex digits)"
     yield from _io_problems(m)
+    yield from _constant_problems(m)
+    yield from _golden_problems(m, archive)
+    yield from _twin_problems(m, archive)
+
+
+def _constant_problems(m: Manifest) -> Iterator[str]:
     loaded: set[str] = set()
     for c in m.constants:
         if c.storage == "package":
@@ -85,23 +91,30 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             yield f"gives constant {c.fqn[:80]!r} the dtype {c.dtype[:40]!r}"
         if any(s < 0 for s in c.shape) or c.nbytes < 0:
             yield f"gives constant {c.fqn[:80]!r} a negative size"
-    if m.golden is not None:
-        g = m.golden
-        if g.entry not in archive.entries:
-            yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
-        elif g.entry not in m.hashes:
-            yield f"points to golden samples in {g.entry!r} without recording their hash"
-        # a sample id names its files (--save-inputs) and its report lines: the one rule for such names
-        yield from golden_id_problems(g)
-        inputs = {i.name for i in m.io.inputs}
-        outputs = set(m.output_names())
-        for s in g.samples:
-            unknown = sorted(set(s.inputs) - inputs) + sorted(set(s.outputs) - outputs)
-            if unknown:
-                yield f"golden sample {s.id[:40]!r} refers to {', '.join(n[:40] for n in unknown[:3])}, which the contract does not have"
-        for t in g.tolerances:
-            if t.atol < 0 or t.rtol < 0:
-                yield f"gives output {t.output[:40]!r} a negative tolerance"
+
+
+def _golden_problems(m: Manifest, archive: Archive) -> Iterator[str]:
+    g = m.golden
+    if g is None:
+        return
+    if g.entry not in archive.entries:
+        yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
+    elif g.entry not in m.hashes:
+        yield f"points to golden samples in {g.entry!r} without recording their hash"
+    # a sample id names its files (--save-inputs) and its report lines: the one rule for such names
+    yield from golden_id_problems(g)
+    inputs = {i.name for i in m.io.inputs}
+    outputs = set(m.output_names())
+    for s in g.samples:
+        unknown = sorted(set(s.inputs) - inputs) + sorted(set(s.outputs) - outputs)
+        if unknown:
+            yield f"golden sample {s.id[:40]!r} refers to {', '.join(n[:40] for n in unknown[:3])}, which the contract does not have"
+    for t in g.tolerances:
+        if t.atol < 0 or t.rtol < 0:
+            yield f"gives output {t.output[:40]!r} a negative tolerance"
+
+
+def _twin_problems(m: Manifest, archive: Archive) -> Iterator[str]:
     if m.debug_twin is not None and m.debug_twin_without_weights is not None:
         yield "records two debug twins (debug_twin and debug_twin_without_weights)"
     if m.debug_twin is not None and m.debug_twin.weights != "own":
@@ -112,24 +125,25 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             f"{m.debug_twin_without_weights.weights[:40]!r} (only 'release' belongs there)"
         )
     twin = m.twin
-    if twin is not None:
-        prefix = twin.entry_prefix
-        why = plain_name_problem(twin.model_name)
-        if why is not None:
-            yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name: it {why}"
-        if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
-            yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
-        else:
-            # The twin's own generated code says whether its .so holds the weights. A twin without
-            # them that a reader takes for one with them crashes on its first call: the manifest
-            # may not say otherwise than the code it describes.
-            facts = wrapper_facts(archive, prefix)
-            included = facts.include_weights if facts is not None else None
-            if included is not None and included != (twin.weights == "own"):
-                yield (
-                    f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
-                    f"include_weights={'true' if included else 'false'}"
-                )
+    if twin is None:
+        return
+    prefix = twin.entry_prefix
+    why = plain_name_problem(twin.model_name)
+    if why is not None:
+        yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name: it {why}"
+    if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
+        yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
+        return
+    # The twin's own generated code says whether its .so holds the weights. A twin without
+    # them that a reader takes for one with them crashes on its first call: the manifest
+    # may not say otherwise than the code it describes.
+    facts = wrapper_facts(archive, prefix)
+    included = facts.include_weights if facts is not None else None
+    if included is not None and included != (twin.weights == "own"):
+        yield (
+            f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
+            f"include_weights={'true' if included else 'false'}"
+        )
 
 
 def _arch_problems(m: Manifest) -> Iterator[str]:

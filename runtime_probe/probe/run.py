@@ -53,6 +53,22 @@ __all__ = ["PHASES", "ProbeOptions", "probe"]
 
 
 def _check_options(options: ProbeOptions) -> None:
+    """Every flag combination and value the probe can refuse before it reads the package."""
+    _check_verify_only(options)
+    _check_paths(options)
+    _check_timing(options)
+    if options.memcheck and options.no_memcheck:
+        raise UsageError(
+            "--memcheck and --no-memcheck contradict each other",
+            hint="give one of them (neither: memcheck where the manifest records user GPU code)",
+        )
+    if options.all_devices and options.device not in (None, "cuda"):
+        raise UsageError(
+            "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
+        )
+
+
+def _check_verify_only(options: ProbeOptions) -> None:
     if options.verify_only:
         for flag, given in (
             ("--weights", options.weights),
@@ -70,6 +86,9 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(
                     f"--verify-only checks the archive alone; {flag} needs the model loaded", hint=f"drop {flag}, or drop --verify-only"
                 )
+
+
+def _check_paths(options: ProbeOptions) -> None:
     for flag, value in (("--device", options.device), ("--inputs-device", options.inputs_device)):
         if value is not None:
             try:
@@ -87,11 +106,9 @@ def _check_options(options: ProbeOptions) -> None:
                 os.makedirs(folder, exist_ok=True)
             except OSError as exc:
                 raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
-    if options.memcheck and options.no_memcheck:
-        raise UsageError(
-            "--memcheck and --no-memcheck contradict each other",
-            hint="give one of them (neither: memcheck where the manifest records user GPU code)",
-        )
+
+
+def _check_timing(options: ProbeOptions) -> None:
     if options.iterations < 1:
         raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
     if options.latency_raw is not None:
@@ -112,10 +129,6 @@ def _check_options(options: ProbeOptions) -> None:
             f"--duration {options.duration_s:g} must be above 0 and below --timeout {options.timeout_s:g}: each golden run, "
             "its timed calls included, must end within --timeout",
             hint=f"give --timeout more than {options.duration_s:g} seconds plus the time of one run",
-        )
-    if options.all_devices and options.device not in (None, "cuda"):
-        raise UsageError(
-            "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
         )
 
 

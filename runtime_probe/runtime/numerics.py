@@ -35,11 +35,9 @@ def flat_chunks(*tensors: Any, size: int | None = None, device: str | None = Non
         yield tuple(f[start : start + step].to(target) for f in flat)
 
 
-def stats(
-    out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, chunk: int | None = None, device: str | None = None
-) -> dict[str, Any]:
+def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, device: str | None = None) -> dict[str, Any]:
     """Compare one output with its reference. Returns JSON-able numbers and ``passed``.
-    ``device``: where the arithmetic runs (``flat_chunks``)."""
+    ``device``: where the arithmetic runs, ``CHUNK`` elements at a time (``flat_chunks``)."""
     result: dict[str, Any] = {"atol": atol, "rtol": rtol}
     if tuple(out.shape) != tuple(ref.shape):
         result.update(passed=False, reason="shape", expected=list(ref.shape), found=list(out.shape))
@@ -54,25 +52,25 @@ def stats(
         result.update(passed=True, max_abs=0.0, max_rel=0.0, nonfinite=0)
         return result
     if not (out.is_floating_point() or out.is_complex()):
-        result.update(_exact_stats(out, ref, chunk, device))
+        result.update(_exact_stats(out, ref, device))
         return result
-    result.update(_float_stats(out, ref, atol, rtol, equal_nan, chunk, device))
+    result.update(_float_stats(out, ref, atol, rtol, equal_nan, device))
     return result
 
 
-def _exact_stats(out: Any, ref: Any, chunk: int | None, device: str | None) -> dict[str, Any]:
+def _exact_stats(out: Any, ref: Any, device: str | None) -> dict[str, Any]:
     """Integers and bools: every element must match."""
     import torch
 
     mismatched, max_abs = 0, 0.0
-    for o, r in flat_chunks(out, ref, size=chunk, device=device):
+    for o, r in flat_chunks(out, ref, device=device):
         mismatched += int((o != r).sum().item())
         diff = (o.to(torch.float64) - r.to(torch.float64)).abs() if o.dtype != torch.bool else (o != r).to(torch.float64)
         max_abs = max(max_abs, float(diff.max().item()))
     return {"passed": mismatched == 0, "max_abs": max_abs, "max_rel": 0.0, "nonfinite": 0, "mismatched": mismatched}
 
 
-def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, chunk: int | None, device: str | None) -> dict[str, Any]:
+def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, device: str | None) -> dict[str, Any]:
     import torch
 
     nonfinite = ref_nonfinite = mismatched = 0
@@ -81,7 +79,7 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
     worst_used = 0.0
     offset = 0
     wide = torch.complex128 if out.is_complex() else torch.float64
-    for o, r in flat_chunks(out, ref, size=chunk, device=device):
+    for o, r in flat_chunks(out, ref, device=device):
         of, rf = o.to(wide), r.to(wide)
         nonfinite += int((~torch.isfinite(of)).sum().item())
         ref_nonfinite += int((~torch.isfinite(rf)).sum().item())

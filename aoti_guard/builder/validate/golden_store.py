@@ -150,23 +150,33 @@ class GoldenStore:
             for d in c.digests:
                 tensors[f"c{j}.at.{d.name}"], tensors[f"c{j}.ref.{d.name}"] = d.indices, d.values
                 tol = reference_tolerance(tolerances, d.name)
-                digests.append(output_digest(d.name, d.dtype, d.shape, f"c{j}.at.{d.name}", f"c{j}.ref.{d.name}", d.stats, tol))
+                place = DigestPlace(d.name, d.dtype, d.shape, f"c{j}.at.{d.name}", f"c{j}.ref.{d.name}")
+                digests.append(output_digest(place, d.stats, tol))
             generated = [r for r in c.sample.recipes if r.input not in c.captured]
             compact.append(CompactSample(c.sample.id, dict(c.sample.symbols), c.sample.origin, ins, tuple(generated), tuple(digests)))
         del torch
         return _safetensors.dumps(tensors, {"format": FORMAT}), index, compact
 
 
-def output_digest(
-    name: str, dtype: str, shape: tuple[int, ...], indices: str, values: str, stats: Mapping[str, Any], tol: Tolerance
-) -> OutputDigest:
-    """A compact output's record: its golden-file keys, its reference's ``stats``
+@dataclass(frozen=True)
+class DigestPlace:
+    """Which output a compact digest is of, and its two keys in the golden file."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    indices: str  # the golden file's key of the sampled positions
+    values: str  # the golden file's key of the reference's values there
+
+
+def output_digest(place: DigestPlace, stats: Mapping[str, Any], tol: Tolerance) -> OutputDigest:
+    """A compact output's record: its golden-file keys (``place``), its reference's ``stats``
     (compact.reference_stats) and the statistics' tolerances that follow from the output's
     elementwise ``tol`` (compact.tolerances). The build and ``aoti-guard references`` both make
     their digests here."""
     sum_tol, minmax_tol = _compact.tolerances(stats, tol.atol, tol.rtol)
     return OutputDigest(
-        name, dtype, shape, indices, values, int(stats["nonfinite"]),
+        place.name, place.dtype, place.shape, place.indices, place.values, int(stats["nonfinite"]),
         stats["sum"], stats["abs_sum"], stats["min"], stats["max"], sum_tol, minmax_tol,
     )  # fmt: skip
 

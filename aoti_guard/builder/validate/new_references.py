@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.builder.export.contract import dtype_name, tensor_sha256
-from aoti_guard.builder.validate.golden_store import FORMAT, output_digest
+from aoti_guard.builder.validate.golden_store import FORMAT, DigestPlace, output_digest
 from aoti_guard.builder.validate.references import call_with_leaves
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import cases as _cases
@@ -228,7 +228,9 @@ def references(fn: Any, m: Manifest, inputs: GoldenInputs, device: str) -> NewGo
             tensors[d.values] = ref.detach().reshape(-1)[tensors[d.indices]].clone()
             stats = _compact.reference_stats(ref, device=device if device.startswith("cuda") else None)
             digests.append(
-                output_digest(d.output, d.dtype, d.shape, d.indices, d.values, stats, reference_tolerance(m.golden.tolerances, d.output))
+                output_digest(
+                    DigestPlace(d.output, d.dtype, d.shape, d.indices, d.values), stats, reference_tolerance(m.golden.tolerances, d.output)
+                )
             )
         compact.append(dataclasses.replace(c, outputs=tuple(digests)))
     data = _safetensors.dumps(tensors, {"format": FORMAT})
