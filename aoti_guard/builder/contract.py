@@ -284,7 +284,7 @@ def extract_contract(
         symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
 
     outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
-    return IOContract(
+    contract = IOContract(
         params=tuple(params),
         inputs=tuple(inputs),
         outputs=tuple(outputs),
@@ -292,6 +292,9 @@ def extract_contract(
         in_spec=pytree.treespec_dumps(in_spec),
         out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
     )
+    from aoti_guard.builder.data_checks import read_data_checks  # the model's checks on input values (x.item())
+
+    return read_data_checks(ep, contract)
 
 
 def _bound(value: Any, default: int | None) -> int | None:

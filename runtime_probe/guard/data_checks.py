@@ -12,6 +12,7 @@ x=4, y.shape[0]=3``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ def compile_data_checks(contract: IOContract) -> Callable[[Env], None] | None:
     compiled: list[tuple[DataCheck, _symexpr.Cond | None, list[str]]] = []
     for c in contract.data_checks or ():
         try:
-            compiled.append((c, _symexpr.compile_condition(c.expr), sorted(_symexpr.free_symbols(c.expr))))
+            compiled.append((c, _symexpr.compile_condition(c.expr), _in_order(c.expr)))
         except _symexpr.ExprError:
             compiled.append((c, None, []))
     if not compiled and not ranges:
@@ -93,6 +94,12 @@ def compile_data_checks(contract: IOContract) -> Callable[[Env], None] | None:
                 )
 
     return check_data
+
+
+def _in_order(expr: str) -> list[str]:
+    """The symbols of ``expr`` in the order they appear (``u0 < n``: the value, then the size)."""
+    free = _symexpr.free_symbols(expr)
+    return list(dict.fromkeys(m.group(0) for m in re.finditer(r"[A-Za-z_]\w*", expr) if m.group(0) in free))
 
 
 def _unchecked(c: DataCheck, why: str) -> InputContractError:
