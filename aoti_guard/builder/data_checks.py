@@ -50,16 +50,23 @@ def read_data_checks(ep: Any, contract: IOContract) -> IOContract:
         check = _check(text, expr, rename, words, values, contract)
         if check is not None:
             checks.append(check)
-    symbols = [dataclasses.replace(s, value_of=values[s.name]) if s.name in values else s for s in contract.symbols]
-    known = {s.name for s in symbols}
     ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    dtypes = {i.name: i.tensor.dtype for i in contract.inputs if i.tensor is not None}
+    symbols = [s for s in contract.symbols if s.name not in values]
     for u, x in values.items():
-        if u not in known:
-            vr = ranges.get(u)
-            lo = int(vr.lower) if vr is not None and getattr(vr.lower, "is_Integer", False) else 0
-            hi = int(vr.upper) if vr is not None and getattr(vr.upper, "is_Integer", False) else None
-            symbols.append(Symbol(u, lo, hi, (), value_of=x))
+        # its range as export knows it; unbounded below (no torch._check_is_size): the dtype's least
+        # value, not the 0 a size would get (y[:b] takes a negative b)
+        vr = ranges.get(u)
+        lo = int(vr.lower) if vr is not None and getattr(vr.lower, "is_Integer", False) else _least(dtypes[x])
+        hi = int(vr.upper) if vr is not None and getattr(vr.upper, "is_Integer", False) else None
+        symbols.append(Symbol(u, lo, hi, (), value_of=x))
     return dataclasses.replace(contract, symbols=tuple(symbols), data_checks=tuple(checks) or None)
+
+
+def _least(dtype: str) -> int:
+    """The least value of an integer dtype (``int64``: -2**63; unsigned and bool: 0)."""
+    bits = re.fullmatch(r"int(\d+)", dtype)
+    return -(2 ** (int(bits.group(1)) - 1)) if bits else 0
 
 
 def _user_placeholders(ep: Any, contract: IOContract) -> dict[str, str]:

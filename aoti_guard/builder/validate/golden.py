@@ -334,9 +334,19 @@ def coverage(
                 restricted.setdefault(name, []).append(g.words)
         except _symexpr.ExprError:
             continue
+    carried = {s.name for s in contract.symbols if s.value_of is not None}
+    for spec in contract.inputs:
+        for d in spec.tensor.shape if spec.tensor is not None else ():
+            try:
+                carried |= _symexpr.free_symbols(d.expr) if isinstance(d, Dim) else set()
+            except _symexpr.ExprError:
+                continue
     for sym in contract.symbols:
         seen = sorted({s.symbols[sym.name] for s in samples if sym.name in s.symbols})
         table[sym.name] = {"min": sym.min, "max": sym.max, "tested": seen}
+        if sym.name not in carried:  # an output's data-dependent size (y[:b]): no input sets it
+            table[sym.name]["output_only"] = True
+            continue
         if sym.name in restricted:
             table[sym.name]["restricted_by"] = restricted[sym.name]
             continue
