@@ -16,11 +16,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.guard.fastsource import FastSource, emit_condition
 from runtime_probe.guard.rule_types import Leaf, Rule
 from runtime_probe.package.manifest import DataCheck, IOContract
+from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env

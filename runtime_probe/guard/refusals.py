@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim
+from runtime_probe.reporting.errors import InputContractError
 
 __all__ = ["layout_hint", "range_hint", "refuse_flags", "refuse_layout", "refuse_storage", "refuse_subclass"]
 

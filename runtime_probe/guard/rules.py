@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.guard import data_checks as _data
 from runtime_probe.guard import shape_guards as _guards
@@ -39,6 +38,7 @@ from runtime_probe.guard.refusals import (
 )
 from runtime_probe.guard.rule_types import CallRule, Check, Leaf, LeafRule, Rule
 from runtime_probe.package.manifest import Dim, InputSpec, IOContract
+from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env

@@ -15,10 +15,10 @@ import ast
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.guard.fastsource import FastSource, NoFastForm, emit_condition
 from runtime_probe.package.manifest import IOContract, ShapeGuard
+from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env

@@ -1,5 +1,5 @@
 """Issue 42, data-dependent checks without a compile: the build reads the model's checks on an
-input's value off the exported program (aoti_guard/builder/data_checks.py), in argument names;
+input's value off the exported program (aoti_guard/builder/export/data_checks.py), in argument names;
 the golden samples satisfy them (validate/golden.py); the manifest rules refuse one the loader
 could not evaluate."""
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.export import Dim
 
-from aoti_guard.builder.contract import extract_contract
-from aoti_guard.builder.validate.golden import make_samples
+from aoti_guard.builder.export.contract import extract_contract
+from aoti_guard.builder.golden import make_samples
 from runtime_probe.package.manifest import DataCheck, IOContract, parse_manifest
 from runtime_probe.package.manifest_rules import _io_problems
 

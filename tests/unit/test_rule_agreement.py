@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import torch
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.guard.fastpath import compile_fast
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.guard.rules import CALL_RULES, RULES
@@ -35,6 +34,7 @@ from runtime_probe.package.manifest import (
     TensorSpec,
     parse_manifest,
 )
+from runtime_probe.reporting.errors import InputContractError
 
 from .test_manifest import minimal
 
