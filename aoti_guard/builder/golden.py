@@ -252,11 +252,13 @@ def make_samples(
             moved = satisfy_guards(env, conds, _guard_bounds(contract.symbols, example_syms))
             broken = [g for g, cond in conds if not _holds([(g, cond)], env)]
             words = "; ".join(g.words for g in broken)
-            kind = "the model's check(s)" if any(isinstance(g, DataCheck) for g in broken) else "the export guard(s)"
+            noun, kind = (
+                ("values", "the model's check(s)") if any(isinstance(g, DataCheck) for g in broken) else ("sizes", "the export guard(s)")
+            )
             if moved is None:
-                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no values near it satisfy {kind} {words}")
+                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no {noun} near it satisfy {kind} {words}")
                 continue
-            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest values that satisfy {kind} {words}"
+            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest {noun} that satisfy {kind} {words}"
             env = moved
         key = tuple(sorted(env.items()))
         if key in seen:
