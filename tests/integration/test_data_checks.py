@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import torch
-from runtime_probe.layout import MANIFEST
 
 import runtime_probe
 from runtime_probe.reporting.errors import InputContractError
+from runtime_probe.runtime.layout import MANIFEST
 
 from .conftest import MODELS, Built, build_package
 
