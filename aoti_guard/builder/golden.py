@@ -26,7 +26,7 @@ from typing import Any
 
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.golden import recipe as _recipe
-from runtime_probe.package.manifest import Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
+from runtime_probe.package.manifest import DataCheck, Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
 from runtime_probe.runtime import numerics as _numerics
 
 __all__ = [
@@ -90,6 +90,10 @@ def _example_symbols(contract: IOContract, leaves: Sequence[Any]) -> dict[str, i
                 else:
                     derived.append((dim.expr, int(value.shape[d])))
     bounds = {s.name: s for s in contract.symbols}
+    by_name = {spec.name: value for spec, value in zip(contract.inputs, leaves)}
+    for s in contract.symbols:  # a symbol that is an input's value (x.item(): a data-dependent check)
+        if s.value_of is not None and hasattr(by_name.get(s.value_of), "item"):
+            values[s.name] = int(by_name[s.value_of].item())
     solved_one = True
     while derived and solved_one:
         solved_one = False
@@ -138,7 +142,7 @@ def planned_assignments(contract: IOContract, example_leaves: Sequence[Any], *, 
 REPAIR_BUDGET = 200_000
 
 
-def _guard_conditions(guards: Sequence[ShapeGuard]) -> list[tuple[ShapeGuard, _symexpr.Cond]]:
+def _guard_conditions(guards: Sequence[ShapeGuard | DataCheck]) -> list[tuple[ShapeGuard | DataCheck, _symexpr.Cond]]:
     out = []
     for g in guards:
         if g.expr is not None:
@@ -149,7 +153,7 @@ def _guard_conditions(guards: Sequence[ShapeGuard]) -> list[tuple[ShapeGuard, _s
     return out
 
 
-def _holds(conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]], env: Mapping[str, int]) -> bool:
+def _holds(conds: Sequence[tuple[ShapeGuard | DataCheck, _symexpr.Cond]], env: Mapping[str, int]) -> bool:
     try:
         return all(cond(env) for _, cond in conds)
     except _symexpr.ExprError:
@@ -158,7 +162,7 @@ def _holds(conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]], env: Mapping[str, 
 
 def satisfy_guards(
     env: Mapping[str, int],
-    conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]],
+    conds: Sequence[tuple[ShapeGuard | DataCheck, _symexpr.Cond]],
     bounds: Mapping[str, tuple[int, int]],
     budget: int = REPAIR_BUDGET,
 ) -> dict[str, int] | None:
@@ -222,7 +226,9 @@ def make_samples(
     ``guards``: export guards the build accepted (--allow-export-guards): a min/max/mid sample that
     breaks one is moved to the nearest sizes that satisfy them all (the sample's ``note`` says
     from where). Without them the samples span the declared ranges, and those that break a guard
-    are the evidence that the bare package computes the wrong branch there."""
+    are the evidence that the bare package computes the wrong branch there. The model's own checks
+    on values (``contract.data_checks``) are always satisfied: a sample that breaks one is not a
+    valid call (the eager model raises), so it is moved like a sample that breaks a guard."""
     import torch
 
     notes: list[str] = []
@@ -239,16 +245,20 @@ def make_samples(
     templates = _recipe.plan(contract.inputs, example_leaves)
     pools = {pool_key(name): t.pool for name, t in templates.items() if t.kind == "pool"}
     seen = {tuple(sorted(example_syms.items()))}
-    conds = _guard_conditions(guards)
+    conds = _guard_conditions([*guards, *(contract.data_checks or ())])
     for sample_id, env in _assignments(contract.symbols, example_syms, rng):
         sample_note = ""
         if conds and not _holds(conds, env):
             moved = satisfy_guards(env, conds, _guard_bounds(contract.symbols, example_syms))
-            words = "; ".join(g.words for g, _ in conds)
+            broken = [g for g, cond in conds if not _holds([(g, cond)], env)]
+            words = "; ".join(g.words for g in broken)
+            noun, kind = (
+                ("values", "the model's check(s)") if any(isinstance(g, DataCheck) for g in broken) else ("sizes", "the export guard(s)")
+            )
             if moved is None:
-                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no sizes near it satisfy the export guard(s) {words}")
+                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no {noun} near it satisfy {kind} {words}")
                 continue
-            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest sizes that satisfy the export guard(s) {words}"
+            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest {noun} that satisfy {kind} {words}"
             env = moved
         key = tuple(sorted(env.items()))
         if key in seen:
@@ -282,11 +292,14 @@ def _generate(
     import dataclasses
 
     recipes: list[InputRecipe] = []
+    reads = {s.value_of: s.name for s in contract.symbols if s.value_of is not None}
     for spec in contract.inputs:
         if spec.tensor is None or spec.name not in templates:
             continue
         shape, stride = _shape_and_stride(spec.tensor, env)
         t = templates[spec.name]
+        if spec.name in reads:  # its value is a symbol of the sample (x.item()): every element holds it
+            t = _recipe.Template("ids", low=env[reads[spec.name]], high=env[reads[spec.name]])
         recipes.append(
             _recipe.recipe(
                 spec.name,
@@ -327,9 +340,19 @@ def coverage(
                 restricted.setdefault(name, []).append(g.words)
         except _symexpr.ExprError:
             continue
+    carried = {s.name for s in contract.symbols if s.value_of is not None}
+    for spec in contract.inputs:
+        for d in spec.tensor.shape if spec.tensor is not None else ():
+            try:
+                carried |= _symexpr.free_symbols(d.expr) if isinstance(d, Dim) else set()
+            except _symexpr.ExprError:
+                continue
     for sym in contract.symbols:
         seen = sorted({s.symbols[sym.name] for s in samples if sym.name in s.symbols})
         table[sym.name] = {"min": sym.min, "max": sym.max, "tested": seen}
+        if sym.name not in carried:  # an output's data-dependent size (y[:b]): no input sets it
+            table[sym.name]["output_only"] = True
+            continue
         if sym.name in restricted:
             table[sym.name]["restricted_by"] = restricted[sym.name]
             continue

@@ -32,7 +32,7 @@ class Env:
     __slots__ = ("deferred", "pending", "symbols")
 
     def __init__(self) -> None:
-        self.symbols: dict[str, tuple[int, str, int]] = {}
+        self.symbols: dict[str, tuple[int, str, int | None]] = {}  # dim None: the input's value (data_checks)
         self.pending: list[tuple[str, int, Dim, Callable[[Any], int], int]] = []
         self.deferred: list[tuple[str, str, Deferred]] = []
 

@@ -20,6 +20,7 @@ __all__ = [
     "CheckTolerance",
     "CompactSample",
     "ConstantSpec",
+    "DataCheck",
     "Dim",
     "Golden",
     "GoldenSample",
@@ -65,6 +66,9 @@ __all__ = [
 # 1.7 reader ignores it: with those weights it compares, as the constants' digests are theirs;
 # without them it compares the .so's own weights with references made for others and fails,
 # never passes falsely)
+# 1.8: Symbol.value_of and IOContract.data_checks: the model's own checks on input values
+# (torch._check(b < y.shape[0]) with b = x.item()); a 1.7 reader ignores them and lets the native
+# code refuse such a call with torch's message over internal symbols (``Expected u0 < s17``)
 MANIFEST_SCHEMA_VERSION = "1.8"
 _OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.8")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
@@ -140,6 +144,9 @@ class Symbol:
     min: int
     max: int | None
     sources: tuple[str, ...] = ()
+    # The input leaf whose value this symbol is (``b = x.item()``: "x"), for a data-dependent
+    # check; None: a size. Since schema 1.8.
+    value_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,20 @@ class ShapeGuard:
 
 
 @dataclass(frozen=True)
+class DataCheck:
+    """A condition the model itself checks on input values at run time (``torch._check(b <
+    y.shape[0])`` with ``b = x.item()``; export's deferred runtime asserts), over the contract's
+    symbols: a size symbol (``n``) or one that is an input's value (``Symbol.value_of``). The
+    compiled package asserts it with torch's internal symbols (``Expected u0 < s17``); the
+    guarded loader refuses a call that breaks it first, in these words. Since schema 1.8."""
+
+    text: str  # torch's own: "u0 < s17"
+    expr: str  # over the contract's symbols: "u0 < n"
+    words: str  # "x's value must be < y.shape[0]"
+    arguments: tuple[str, ...] = ()  # the input leaves it reads: ("x", "y")
+
+
+@dataclass(frozen=True)
 class IOContract:
     params: tuple[ParamSpec, ...]
     inputs: tuple[InputSpec, ...]
@@ -171,6 +192,8 @@ class IOContract:
     # export's shape guards the guarded loader and ``probe --inputs`` enforce (``input.guard``);
     # None: the build recorded none. Since schema 1.4.
     guards: tuple[ShapeGuard, ...] | None = None
+    # the model's own checks on input values (data-dependent); None: none. Since schema 1.8.
+    data_checks: tuple[DataCheck, ...] | None = None
 
     def tensor_inputs(self) -> list[InputSpec]:
         return sorted((i for i in self.inputs if i.kind == "tensor"), key=lambda i: i.index or 0)

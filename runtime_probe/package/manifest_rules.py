@@ -180,9 +180,10 @@ def _io_problems(m: Manifest) -> Iterator[str]:
         if o.tensor is not None:
             yield from _tensor_problems(f"output {o.name[:80]!r}", o.tensor)
     for s in m.io.symbols:
-        if s.min < 0 or (s.max is not None and s.max < s.min):
+        if (s.min < 0 and s.value_of is None) or (s.max is not None and s.max < s.min):  # a value may be negative
             yield f"gives symbol {s.name[:40]!r} the range {s.min}..{s.max}"
     yield from _guard_problems(m)
+    yield from _data_check_problems(m)
 
 
 def _guard_problems(m: Manifest) -> Iterator[str]:
@@ -204,6 +205,30 @@ def _guard_problems(m: Manifest) -> Iterator[str]:
             yield f"records an export guard {g.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
         if not g.words.isprintable() or any(a not in inputs for a in g.arguments):
             yield f"records an export guard {g.expr[:80]!r} with unprintable words or arguments the contract does not have"
+
+
+def _data_check_problems(m: Manifest) -> Iterator[str]:
+    """The model's checks on values (since 1.8): each symbol a value of a one-element tensor input,
+    each check a condition over the contract's symbols (one the loader cannot evaluate would
+    refuse every call)."""
+    tensors = {i.name: i.tensor for i in m.io.inputs if i.tensor is not None}
+    symbols = {s.name for s in m.io.symbols}
+    inputs = {i.name for i in m.io.inputs}
+    for s in m.io.symbols:
+        t = tensors.get(s.value_of) if s.value_of is not None else None
+        if s.value_of is not None and (t is None or any(not isinstance(d, int) or d != 1 for d in t.shape)):
+            yield f"makes symbol {s.name[:40]!r} the value of {s.value_of[:80]!r}, which is not a one-element tensor input"
+    for c in m.io.data_checks or ():
+        try:
+            _symexpr.compile_condition(c.expr)
+            unknown = sorted(_symexpr.free_symbols(c.expr) - symbols)
+        except _symexpr.ExprError as exc:
+            yield f"records a data check {c.expr[:80]!r} that is not a condition ({str(exc)[:80]})"
+            continue
+        if unknown:
+            yield f"records a data check {c.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
+        if not c.words.isprintable() or any(a not in inputs for a in c.arguments):
+            yield f"records a data check {c.expr[:80]!r} with unprintable words or arguments the contract does not have"
 
 
 def _is_param_name(name: str) -> bool:

@@ -100,6 +100,7 @@ CODES: dict[str, str] = {
     "input.storage": "An argument's memory does not hold its view: its storage was resized or shrunk under it, or it has none the compiled code can read (a zero tensor, a functorch vmap/grad/functionalize wrapper).",
     "input.unchecked": "A contract rule (a size or stride over a symbol) could not be evaluated for this call: the input is refused rather than passed unchecked.",
     "input.guard": "The sizes break a shape guard torch.export assumed (e.g. h*w == 64): the package holds only the branch traced for sizes that satisfy it.",
+    "input.data_check": "The input values break a check the model makes on them itself (torch._check(b < y.shape[0]) with b = x.item()), named by argument: the compiled package would stop on it in torch's internal symbols.",
     # run
     "run.crash": "The child process died (signal) while running the model.",
     "run.error": "Running the model raised an error.",

@@ -310,6 +310,9 @@ def _coverage_lines(p: PhaseResult) -> list[str]:
         if not isinstance(c, Mapping):
             continue
         lo, hi, tested = c.get("min"), c.get("max"), c.get("tested") or []
+        if c.get("output_only"):  # a data-dependent output size: no input sets it
+            parts.append(f"{clean(name)} {clean(lo)}..{clean(hi)} set by no input (a data-dependent output size)")
+            continue
         missing = [label for label, bound in (("min", lo), ("max", hi)) if bound not in tested]
         mark = f" MISSING {' and '.join(missing)}" if missing else ""
         parts.append(f"{clean(name)} {clean(lo)}..{clean(hi)} tested {', '.join(clean(t) for t in tested) or 'none'}{mark}")

@@ -312,3 +312,22 @@ def causal_mask(batch: int, seq: int) -> torch.Tensor:
 def masked_nan() -> Any:
     torch.manual_seed(11)
     return MaskedNan().eval(), (torch.rand(2, 6, 16) + 0.5, causal_mask(2, 6))
+
+
+class DataCheck(torch.nn.Module):
+    """The model checks a value read from a tensor (pytorch#150539 class): ``b = x.item()``,
+    ``torch._check(b < y.shape[0])``, then ``y[:b]``. Export keeps the check as a runtime assert
+    over an unbacked symbol; the build must generate samples that satisfy it and record it."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        b = x.item()
+        torch._check(b >= 0)
+        torch._check(b < y.shape[0])
+        return y[:b] * 2
+
+
+def data_check() -> Any:
+    torch.manual_seed(11)
+    return BuildSpec(
+        DataCheck(), (torch.tensor(2), torch.randn(5, 3)), {}, {"x": None, "y": {0: Dim("n", min=2, max=64)}}, name="data_check"
+    )

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from aoti_guard.builder.export.data_checks import read_data_checks
 from aoti_guard.builder.export.value_ranges import index_value_ranges
 from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
 
@@ -284,7 +285,7 @@ def extract_contract(
         symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
 
     outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
-    return IOContract(
+    contract = IOContract(
         params=tuple(params),
         inputs=tuple(inputs),
         outputs=tuple(outputs),
@@ -292,6 +293,7 @@ def extract_contract(
         in_spec=pytree.treespec_dumps(in_spec),
         out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
     )
+    return read_data_checks(ep, contract)  # the model's checks on input values (x.item())
 
 
 def _bound(value: Any, default: int | None) -> int | None:
