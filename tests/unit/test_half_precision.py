@@ -17,9 +17,9 @@ from aoti_guard.builder.validate.golden import Sample, ToleranceStats, make_samp
 from aoti_guard.builder.validate.tolerance import ToleranceRule  # noqa: E402
 from aoti_guard.builder.validate.verdict import close_to_fp64  # noqa: E402
 from runtime_probe import numerics  # noqa: E402
+from runtime_probe.findings import Finding  # noqa: E402
 from runtime_probe.golden import recipe as R  # noqa: E402
 from runtime_probe.package.manifest import InputSpec, IOContract, OutputSpec, TensorSpec  # noqa: E402
-from runtime_probe.findings import Finding  # noqa: E402
 from runtime_probe.report import PhaseResult  # noqa: E402
 
 F16_MAX = 65504.0
