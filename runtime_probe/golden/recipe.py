@@ -45,6 +45,7 @@ from runtime_probe.package.manifest import InputRecipe, InputSpec, Symbol
 
 __all__ = [
     "EDGES",
+    "EDGE_SAMPLE_IDS",
     "KINDS",
     "MAX_INPUT_BYTES",
     "MAX_SAMPLE_BYTES",
@@ -188,6 +189,7 @@ EDGES = (
     ),
 )
 _EDGE_POOL = 256  # values in an edge pool (whatever the example's size)
+EDGE_SAMPLE_IDS = tuple(f"edge-{e.name}" for e in EDGES)  # the golden sample each recipe makes (a user's never takes one)
 
 
 def edges_for(dtype: str) -> list[Edge]:

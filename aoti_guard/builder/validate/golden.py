@@ -292,11 +292,10 @@ def _edge_samples(
         and _recipe.edges_for(spec.tensor.dtype) and "mask" not in spec.name.lower()
     }  # fmt: skip
     out: list[Sample] = []
-    for edge in _recipe.EDGES:
+    for edge, sample_id in zip(_recipe.EDGES, _recipe.EDGE_SAMPLE_IDS):
         names = [n for n, dtype in half.items() if dtype in edge.dtypes]
         if not names:
             continue
-        sample_id = f"edge-{edge.name}"
         edged = dict(templates)
         for n in names:
             edged[n] = _recipe.Template("pool", pool=_recipe.edge_pool(templates[n].pool, half[n], edge), key=f"{pool_key(n)}.{sample_id}")
