@@ -158,6 +158,13 @@ def _finite(value: float) -> float | str:
     return value if value == value and abs(value) != float("inf") else str(value)
 
 
+def json_number(value: float | None) -> float | str | None:
+    """``value`` as a report or manifest may hold it: inf and NaN as text ("inf"), since JSON has
+    neither (the manifest is written with allow_nan=False: a rejected float16 package whose error
+    was inf could not be written)."""
+    return None if value is None else _finite(value)
+
+
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     idx = []
     for size in reversed(shape):

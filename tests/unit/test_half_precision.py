@@ -4,6 +4,7 @@ precision-cast remedy (validate/precision.py) turns ``build.first_divergence`` i
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -163,3 +164,13 @@ def test_the_remedy_is_tried_only_on_a_half_program_whose_compiler_departs_first
     assert precision.candidate(ep32, compiler, {}) is None
     assert precision.candidate(ep16, compiler, {precision.CONFIG: True}) is None
     assert precision.candidate(ep16, [stages.StageRow("eager", stages.DEPARTS, 1.0)], {}) is None
+
+
+def test_an_infinite_error_reaches_the_manifest_as_text() -> None:
+    # the manifest is JSON without Infinity: a rejected float16 package could not be written
+    assert json.dumps(stages.StageRow("package", stages.DEPARTS, math.inf).to_dict(), allow_nan=False)
+    comparison = Comparison(_contract(_input("x", "float16")), allow_nonfinite=False, tolerance=ToleranceRule())
+    sample = Sample("edge-overflow", {}, [], outputs=[torch.full((4, 8), math.inf, dtype=torch.float16)], edge="overflow")
+    comparison.add(sample, [torch.full((4, 8), 300.0, dtype=torch.float16)], [torch.full((4, 8), 300.0, dtype=torch.float64)])
+    table = comparison.finish().table
+    assert table[0]["rmse_eager_vs_fp64"] == "inf" and json.dumps(table, allow_nan=False)

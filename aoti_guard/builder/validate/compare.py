@@ -178,7 +178,11 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
         verdict = True  # reported once, as non-finite
     elif not verdict and "reason" not in st and rule.fp64_rule and isinstance(r, torch.Tensor) and r.is_floating_point():
         verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol, rule.device)
-        row.update(rmse_eager_vs_fp64=e_err, rmse_compiled_vs_fp64=c_err, accepted_by="fp64" if verdict else None)
+        row.update(
+            rmse_eager_vs_fp64=_numerics.json_number(e_err),
+            rmse_compiled_vs_fp64=_numerics.json_number(c_err),
+            accepted_by="fp64" if verdict else None,
+        )
     row["verdict"] = "pass" if verdict else "fail"
     result.table.append(row)
     if not verdict:
