@@ -11,7 +11,7 @@ import torch
 from torch.export import Dim
 
 from aoti_guard import BuildSpec
-from aoti_guard.builder.export import eager_run, export_program, fresh_inputs
+from aoti_guard.builder.export.program import eager_run, export_program, fresh_inputs
 
 
 class GrowsItsCache(torch.nn.Module):
