@@ -11,17 +11,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aoti_guard.builder import minify  # noqa: E402
+from aoti_guard.builder.golden import Sample, ToleranceStats, make_samples  # noqa: E402
+from aoti_guard.builder.minify import driver as minify  # noqa: E402
 from aoti_guard.builder.validate import precision, stages  # noqa: E402
 from aoti_guard.builder.validate.compare import Comparison  # noqa: E402
-from aoti_guard.builder.validate.golden import Sample, ToleranceStats, make_samples  # noqa: E402
 from aoti_guard.builder.validate.tolerance import ToleranceRule  # noqa: E402
 from aoti_guard.builder.validate.verdict import close_to_fp64  # noqa: E402
-from runtime_probe import numerics  # noqa: E402
-from runtime_probe.findings import Finding  # noqa: E402
 from runtime_probe.golden import recipe as R  # noqa: E402
 from runtime_probe.package.manifest import InputSpec, IOContract, OutputSpec, TensorSpec  # noqa: E402
-from runtime_probe.report import PhaseResult  # noqa: E402
+from runtime_probe.reporting.findings import Finding  # noqa: E402
+from runtime_probe.reporting.report import PhaseResult  # noqa: E402
+from runtime_probe.runtime import numerics  # noqa: E402
 
 F16_MAX = 65504.0
 

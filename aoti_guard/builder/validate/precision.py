@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aoti_guard.builder.validate.golden import Sample
+from aoti_guard.builder.golden import Sample
 from aoti_guard.builder.validate.references import call_with_leaves
 from aoti_guard.builder.validate.stages import AGREES, COMPILER_STAGES, StageRow, compare_outputs, first_departing
 from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe.findings import Finding
 from runtime_probe.package.manifest import IOContract
+from runtime_probe.reporting.findings import Finding
 
 __all__ = ["CONFIG", "FLAG", "HALF", "Remedy", "candidate", "half_dtype", "verify", "with_remedy"]
 
@@ -76,7 +76,7 @@ def half_dtype(ep: Any) -> str | None:
 def candidate(ep: Any, rows: list[StageRow], configs: Mapping[str, Any]) -> str | None:
     """The half dtype when the remedy is worth a compile: a compiler stage departs first, the
     program computes in float16/bfloat16, and the build did not already emulate the casts."""
-    from aoti_guard.builder.compile import has_config
+    from aoti_guard.builder.compile.aoti import has_config
 
     first = first_departing(rows)
     if first is None or first.stage not in COMPILER_STAGES or str(configs.get(CONFIG)).lower() in ("true", "1"):
@@ -103,7 +103,7 @@ def verify(trial: Trial, sample: Sample, dtype: str, work: str, run_package: Cal
     """Compile the program again with ``emulate_precision_casts`` (and the build's configs) into
     ``work``, run it on ``sample`` (``run_package``: loads a package in the validation child and
     returns its outputs on the sample, None when it failed) and compare with eager."""
-    from aoti_guard.builder.compile import CompileError, compile_files
+    from aoti_guard.builder.compile.aoti import CompileError, compile_files
     from aoti_guard.pt2.writer import package_release
 
     configs = {k: v for k, v in trial.configs.items() if k not in _DROPPED}

@@ -73,7 +73,7 @@ class StageRow:
     note: str | None = None  # the exception's first line, or why it was skipped
 
     def to_dict(self) -> dict[str, Any]:
-        from runtime_probe.numerics import json_number
+        from runtime_probe.runtime.numerics import json_number
 
         return {
             "stage": self.stage,
