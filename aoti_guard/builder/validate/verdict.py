@@ -90,7 +90,7 @@ def close_to_fp64(out: Any, eager: Any, ref64: Any, atol: float, device: str | N
     Never where ``out`` and ``eager`` are non-finite in different places: eager's overflow makes
     its RMSE infinite, which would let any finite ``out`` through (float16 ``y / x`` after ``x * x``
     overflowed: eager inf, an Inductor that kept the product in float32 300, float64 300)."""
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     e_err, o_err = _rmse(eager, ref64, device), _rmse(out, ref64, device)
     if not _numerics.same_nonfinite(out, eager, device=device):
