@@ -6,6 +6,11 @@ at random in between. Values come from runtime_probe/golden/recipe.py, the gener
 runs again on a sample stored as a recipe: attention masks padded left and right, ids across
 their table, positions following the mask, and anything else drawn from the example's own values
 (so a model that needs positive inputs still gets them); strides follow the compiled layout.
+A model with float16/bfloat16 inputs also gets one sample per half-precision edge recipe
+(``recipe.EDGES``, ids ``edge-overflow``, ``edge-max``, ``edge-rounding``) at the example's sizes:
+values whose products or sums overflow, or round, where eager rounds every op and a compiler that
+keeps intermediates in float32 does not. Its NaN/Inf are compared with eager's, never an error
+of their own.
 
 Tolerance rule (recorded per output in the manifest, applied by the probe):
     rtol = RTOL_FLOOR[dtype]
@@ -66,6 +71,9 @@ class Sample:
     recipes: list[InputRecipe] = field(default_factory=list)  # the generated inputs' recipes (sha256 filled)
     pools: dict[str, Any] = field(default_factory=dict)  # the recipes' value pools: golden-file key -> 1-D tensor
     worst: dict[str, list[int]] = field(default_factory=dict)  # output -> the build's worst-error positions
+    # the half-precision edge recipe that made it (recipe.EDGES: "overflow"...), "" for any other:
+    # its eager outputs may overflow, and compiled must then overflow in the same places
+    edge: str = ""
 
     def nbytes(self) -> int:
         return sum(int(t.numel() * t.element_size()) for t in [*self.leaves, *self.outputs] if hasattr(t, "element_size"))
@@ -271,7 +279,51 @@ def make_samples(
             continue
         used = {r.pool for r in recipes if r.pool is not None}
         samples.append(Sample(sample_id, dict(env), leaves, note=sample_note, recipes=recipes, pools={k: pools[k] for k in used}))
+    samples += _edge_samples(contract, example_leaves, templates, example_syms, seed, notes)
     return samples, notes
+
+
+def _edge_samples(
+    contract: IOContract,
+    example_leaves: Sequence[Any],
+    templates: Mapping[str, _recipe.Template],
+    env: Mapping[str, int],
+    seed: int,
+    notes: list[str],
+) -> list[Sample]:
+    """One sample per half-precision edge recipe (recipe.EDGES) that applies to a float16/bfloat16
+    input, at the example's sizes: those inputs draw from the edge's pool, the others as in every
+    sample. None for a model without half-precision inputs (masks are left alone: their 0/1 or
+    0/-inf values mean something)."""
+    half = {
+        spec.name: spec.tensor.dtype
+        for spec in contract.inputs
+        if spec.tensor is not None and templates.get(spec.name) is not None and templates[spec.name].kind == "pool"
+        and _recipe.edges_for(spec.tensor.dtype) and "mask" not in spec.name.lower()
+    }  # fmt: skip
+    out: list[Sample] = []
+    for edge, sample_id in zip(_recipe.EDGES, _recipe.EDGE_SAMPLE_IDS):
+        names = [n for n, dtype in half.items() if dtype in edge.dtypes]
+        if not names:
+            continue
+        edged = dict(templates)
+        for n in names:
+            edged[n] = _recipe.Template("pool", pool=_recipe.edge_pool(templates[n].pool, half[n], edge), key=f"{pool_key(n)}.{sample_id}")
+        pools = {t.key or pool_key(n): t.pool for n, t in edged.items() if t.kind == "pool"}
+        try:
+            leaves, recipes = _generate(contract, example_leaves, edged, pools, env, seed, sample_id)
+        except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
+            notes.append(f"sample {sample_id} not generated: {exc}")
+            continue
+        ranges = ", ".join(f"{n} ({half[n]}) |values| {_span(edge.magnitudes(half[n]))}" for n in names)
+        used = {r.pool for r in recipes if r.pool is not None}
+        note = f"half-precision edge recipe {edge.name!r}: {ranges}, {edge.what}"
+        out.append(Sample(sample_id, dict(env), leaves, note=note, recipes=recipes, pools={k: pools[k] for k in used}, edge=edge.name))
+    return out
+
+
+def _span(bounds: tuple[float, float]) -> str:
+    return f"{bounds[0]:.3g}..{bounds[1]:.3g}"
 
 
 def pool_key(name: str) -> str:
@@ -304,7 +356,7 @@ def _generate(
             _recipe.recipe(
                 spec.name,
                 t,
-                pool_key(spec.name),
+                t.key or pool_key(spec.name),
                 _recipe.Sized(spec.tensor.dtype, shape, stride),
                 _recipe.input_seed(seed, sample_id, spec.name),
             )
@@ -391,7 +443,7 @@ def excess_error(compiled: Any, eager: Any, rtol: float, device: str | None = No
         same = (c == e) | (torch.isnan(c) & torch.isnan(e))
         diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
         excess = (diff - rtol * torch.nan_to_num(e.abs(), nan=0.0, posinf=0.0)).clamp_min(0.0)
-        worst = max(worst, float(torch.nan_to_num(excess, nan=float("inf")).max().item()))
+        worst = max(worst, float(torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")).max().item()))  # never finfo.max
     return worst
 
 

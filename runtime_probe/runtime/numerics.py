@@ -86,7 +86,7 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
         same_special = (of == rf) | (torch.isnan(of) & torch.isnan(rf)) if equal_nan else (of == rf)
         diff = (of - rf).abs().to(torch.float64)
         diff = torch.where(same_special, torch.zeros_like(diff), diff)
-        diff = torch.nan_to_num(diff, nan=float("inf"))
+        diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))  # inf vs a finite value is inf, not finfo.max
         ref_abs = rf.abs().to(torch.float64)
         allowed = atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0)
         excess = diff - allowed
@@ -156,6 +156,13 @@ def _finite(value: float) -> float | str:
     return value if value == value and abs(value) != float("inf") else str(value)
 
 
+def json_number(value: float | None) -> float | str | None:
+    """``value`` as a report or manifest may hold it: inf and NaN as text ("inf"), since JSON has
+    neither (the manifest is written with allow_nan=False: a rejected float16 package whose error
+    was inf could not be written)."""
+    return None if value is None else _finite(value)
+
+
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     idx = []
     for size in reversed(shape):
@@ -170,3 +177,20 @@ def nonfinite_count(t: Any) -> int:
     if not (t.is_floating_point() or t.is_complex()):
         return 0
     return int((~torch.isfinite(t.detach())).sum().item())  # on the tensor's own device: a bool per element
+
+
+def same_nonfinite(a: Any, b: Any, *, chunk: int | None = None, device: str | None = None) -> bool:
+    """``a`` and ``b`` are non-finite in the same places, with the same values there (+inf with
+    +inf, NaN with NaN). Integers and other shapes than each other's: True when both have none."""
+    import torch
+
+    if not (a.is_floating_point() or a.is_complex()) or tuple(a.shape) != tuple(b.shape):
+        return nonfinite_count(a) == 0 and nonfinite_count(b) == 0
+    for x, y in flat_chunks(a, b, size=chunk, device=device):
+        bad_x, bad_y = ~torch.isfinite(x), ~torch.isfinite(y)
+        if not torch.equal(bad_x, bad_y):
+            return False
+        both = bad_x & bad_y
+        if both.any() and not bool(((x[both] == y[both].to(x.dtype)) | (torch.isnan(x[both]) & torch.isnan(y[both]))).all()):
+            return False
+    return True

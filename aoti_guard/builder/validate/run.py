@@ -26,7 +26,7 @@ from aoti_guard.builder.compile.constant_names import ConstantNames, pair_rename
 from aoti_guard.builder.export.contract import spec_kwarg_order
 from aoti_guard.builder.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.validate import diagnose
+from aoti_guard.builder.validate import diagnose, precision
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
@@ -532,4 +532,21 @@ def _bisect(
     note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
     rows, findings = stages_mod.explain_failure(ep, eager_fn, contract, configs, options, tolerance, sample, package, graph_causes, note)
     out.stages = [r.to_dict() for r in rows]
+    dtype = precision.candidate(ep, rows, configs)
+    if dtype is not None and findings and findings[0].code == "build.first_divergence":
+        note(f"compiled {dtype} differs from eager: rebuilding with {precision.CONFIG}=true to try it on sample {sample.id}")
+        trial = precision.Trial(ep, eager_fn, contract, configs, tolerance, options.device)
+        remedy = precision.verify(trial, sample, dtype, run.out_dir, lambda path: _run_other(run, path, golden))
+        findings[0] = precision.with_remedy(findings[0], remedy)
     return findings
+
+
+def _run_other(run: ChildRun, path: str, golden: GoldenSample) -> list[Any] | None:
+    """Another package (the remedy's) loaded in the validation child beside the release model, run
+    on one sample; None when it could not load or run."""
+    try:
+        run.worker.request("load", run.timeout, key="remedy", path=path, model_name=layout.RELEASE_MODEL, device_index=run.device_index)
+    except ChildFailure:
+        return None
+    got = compiled_sample(run, "remedy", golden)
+    return None if isinstance(got, ChildFailure) else got
