@@ -28,7 +28,7 @@ from aoti_guard.builder import user_samples as user_samples_mod
 from aoti_guard.builder.assemble import assemble, summary, weightless_notes
 from aoti_guard.builder.constant_digests import ConstantDigests
 from aoti_guard.builder.constant_names import program_tensors
-from aoti_guard.builder.dynamic import dynamic_shapes_from_flags, parse_dynamic
+from aoti_guard.builder.dynamic import dynamic_shapes_from_flags
 from aoti_guard.builder.export import eager_run, export_program
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
@@ -81,7 +81,6 @@ def check_options(options: BuildOptions) -> None:
     user_samples_mod.check_sources(options.samples, "--samples")  # the files alone; the contract checks them after export
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
-    parse_dynamic(options.dynamic)
     tolerance_mod.check_given(options.atol, "--atol")
     tolerance_mod.check_given(options.rtol, "--rtol")
     bad = compile_mod.validate_config_keys(options.inductor_configs)
@@ -282,7 +281,7 @@ def resolve_step(st: BuildState) -> StepResult:
         if st.is_program:
             raise UsageError("--dynamic cannot change a saved ExportedProgram", hint="export it again with dynamic_shapes")
         bound = contract_mod.bind_example(spec.model, spec.args, spec.kwargs)
-        st.dynamic = dynamic_shapes_from_flags(parse_dynamic(st.options.dynamic), bound)
+        st.dynamic = dynamic_shapes_from_flags(st.options.dynamic, bound)
     st.extra["model"] = spec.label
     return [], {"model": spec.label, "saved_program": st.is_program, "device": choice.device, "device_from": choice.origin}
 
