@@ -11,6 +11,7 @@ from aoti_guard.builder.validate.tolerance import ToleranceRule
 if TYPE_CHECKING:
     from aoti_guard.builder import determinism
     from aoti_guard.builder import twin as twin_mod
+    from aoti_guard.builder.binding import Binding
     from aoti_guard.builder.constant_digests import ConstantDigests
     from aoti_guard.builder.options import BuildOptions
     from aoti_guard.builder.validate import run as validate
@@ -39,6 +40,7 @@ class BuildState:
     is_program: bool = False
     dynamic: Any = None
     eager_fn: Any = None
+    binding: Binding | None = None  # the example bound to the model's signature, once (resolve step)
     ep: Any = None
     contract: IOContract | None = None
     configs: Mapping[str, Any] = field(default_factory=dict)

@@ -14,6 +14,7 @@ import torch
 from torch.export import Dim
 
 from aoti_guard.builder import contract as contract_mod
+from aoti_guard.builder.binding import bind
 from aoti_guard.builder.export_guards import Untranslatable, read_guards, translate
 from aoti_guard.builder.validate.golden import coverage, make_samples, satisfy_guards
 from runtime_probe.errors import InputContractError
@@ -176,8 +177,9 @@ class _Capped(torch.nn.Module):
 
 def _judge(model: Any, args: tuple[Any, ...], dynamic: Any, *, accept: bool = False) -> Any:
     ep = torch.export.export(model, args, dynamic_shapes=dynamic)
-    contract = contract_mod.extract_contract(ep, args, {}, model=model, dynamic_shapes=dynamic)
-    declared = contract_mod.declared_dim_names(model, args, {}, dynamic)
+    binding = bind(model, args, {})
+    contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
+    declared = contract_mod.declared_dim_names(binding, args, {}, dynamic)
     return contract, read_guards(ep, contract, args, {}, declared=declared, accept=accept)
 
 
@@ -235,8 +237,9 @@ def test_a_guard_that_cannot_be_translated_is_an_error_even_when_guards_are_acce
     dynamic = {"x": {1: Dim.DYNAMIC, 2: Dim.DYNAMIC}}
     ep = torch.export.export(model, args, dynamic_shapes=dynamic)
     ep._guards_code = ["math.floor(L['x'].size()[1] / 3) == 2"]  # what a float size guard prints as
-    contract = contract_mod.extract_contract(ep, args, {}, model=model, dynamic_shapes=dynamic)
-    report = read_guards(ep, contract, args, {}, declared=contract_mod.declared_dim_names(model, args, {}, dynamic), accept=True)
+    binding = bind(model, args, {})
+    contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
+    report = read_guards(ep, contract, args, {}, declared=contract_mod.declared_dim_names(binding, args, {}, dynamic), accept=True)
     (guard,) = report.guards
     assert guard.expr is None and guard.text == "math.floor(L['x'].size()[1] / 3) == 2"
     (finding,) = report.findings
@@ -254,7 +257,7 @@ def test_a_saved_program_is_judged_by_its_own_symbols(tmp_path: Any) -> None:
         torch.export.save(torch.export.export(model, args, dynamic_shapes=dynamic), str(path))
         ep = torch.export.load(str(path))
         in_args, in_kwargs = ep.example_inputs
-        contract = contract_mod.extract_contract(ep, in_args, in_kwargs)
+        contract = contract_mod.extract_contract(ep, in_args, in_kwargs, bind(ep, in_args, in_kwargs))
         report = read_guards(ep, contract, in_args, in_kwargs, declared=None, accept=False)
         assert len(report.guards) == recorded and report.failed is bool(recorded)
 
