@@ -15,12 +15,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aoti_guard.builder.compile.targets import CPU_ISA_LEVELS, parse_cuda_archs
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.targets import CPU_ISA_LEVELS, parse_cuda_archs
-from aoti_guard.builder.twin import SCHEDULES, WEIGHTS
+from aoti_guard.builder.twin.schedule import SCHEDULES, WEIGHTS
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
 from aoti_guard.flags import OptionFlag, option_fields
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 
 __all__ = ["BUILD_FLAGS", "MIB", "BuildFlag", "build_options", "parse_inductor_configs"]
 

@@ -35,15 +35,15 @@ from runtime_probe.cli import (
     progress_for,
     write_error_reports,
 )
-from runtime_probe.errors import GuardError, UsageError, environment_error
-from runtime_probe.escaping import for_terminal
-from runtime_probe.output import check_report_path, is_stdout
-from runtime_probe.paths import probe_paths
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, outputs_of, probe_options
-from runtime_probe.progress import Progress
-from runtime_probe.report import Report
-from runtime_probe.terminate import Terminated
-from runtime_probe.terminate import install as install_stop_signals
+from runtime_probe.reporting.errors import GuardError, UsageError, environment_error
+from runtime_probe.reporting.escaping import for_terminal
+from runtime_probe.reporting.output import check_report_path, is_stdout
+from runtime_probe.reporting.paths import probe_paths
+from runtime_probe.reporting.progress import Progress
+from runtime_probe.reporting.report import Report
+from runtime_probe.runtime.terminate import Terminated
+from runtime_probe.runtime.terminate import install as install_stop_signals
 
 if TYPE_CHECKING:
     from aoti_guard.pt2.signing import SigningKey
@@ -337,8 +337,8 @@ def diff(a: str, b: str, json_path: str | None, fail_on: str) -> None:
       aoti-guard diff old.pt2 new.pt2 --json - | jq '.changes[] | select(.section == "contract")'
     """
     from runtime_probe.diff import diff_packages, render_diff
-    from runtime_probe.output import write_output
-    from runtime_probe.paths import Paths, Read, Write
+    from runtime_probe.reporting.output import write_output
+    from runtime_probe.reporting.paths import Paths, Read, Write
 
     if json_path:
         Paths((Read("package A", a), Read("package B", b)), (Write("--json", json_path),)).check()
@@ -378,7 +378,7 @@ def keygen(positional: str | None, key: str | None, force: bool) -> None:
       python -m runtime_probe model.pt2 --public-key release.key.pub
     """
     from aoti_guard.pt2.signing import generate_key
-    from runtime_probe.escaping import for_terminal
+    from runtime_probe.reporting.escaping import for_terminal
 
     if positional is not None:  # `keygen KEY`, the form before --key
         if key not in (None, positional):
@@ -406,10 +406,10 @@ def sign(package: str, key: str) -> None:
     every hash matching): a damaged package is refused (exit 1), never signed.
     """
     from aoti_guard.pt2.signing import sign_package
-    from runtime_probe.errors import PackageRejected
-    from runtime_probe.escaping import for_terminal
-    from runtime_probe.findings import Finding, Severity
-    from runtime_probe.report import format_finding
+    from runtime_probe.reporting.errors import PackageRejected
+    from runtime_probe.reporting.escaping import for_terminal
+    from runtime_probe.reporting.findings import Finding, Severity
+    from runtime_probe.reporting.report import format_finding
 
     signing_key = _load_key(key)
     try:

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from runtime_probe.progress import Progress
-from runtime_probe.report import Report
+from runtime_probe.reporting.progress import Progress
+from runtime_probe.reporting.report import Report
 
 __all__ = ["torch_noise_to_log", "with_log"]
 

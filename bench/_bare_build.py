@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     import torch
 
-    from aoti_guard.builder.example import example_spec
+    from aoti_guard.builder.resolve.example import example_spec
 
     spec = example_spec()
     imported = time.monotonic()

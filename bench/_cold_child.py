@@ -3,7 +3,7 @@
 Modes: ``import`` (import torch only), ``torch`` (torch._inductor.aoti_load_package), ``direct``
 (torch._C._aoti.AOTIModelPackageLoader + torch's AOTICompiledModel, whose module imports Inductor:
 what the probe's child and runtime_probe.load did before 2026-11-26; they now wrap the same loader
-in runtime_probe.compiled_model.CompiledModel and import no Inductor),
+in runtime_probe.runtime.compiled_model.CompiledModel and import no Inductor),
 ``guard`` (runtime_probe.load, hashes verified) and ``guard-noverify`` (verify=False). Each
 loader is timed, then one call (synchronised on CUDA) on inputs made from the package's manifest
 (made after the load, not timed). Prints one JSON line: {"steps": {name: seconds}}.

@@ -8,9 +8,9 @@ from __future__ import annotations
 import zipfile
 from typing import Any
 
-from runtime_probe import layout
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, Manifest, parse_manifest
+from runtime_probe.runtime import layout
 
 __all__ = ["call_spec", "make_call", "read_manifest"]
 
@@ -46,7 +46,7 @@ def _satisfy_guards(manifest: Manifest, symbols: dict[str, int]) -> dict[str, in
     guards = [g for g in manifest.io.guards or () if g.expr is not None]
     if not guards:
         return symbols
-    from aoti_guard.builder.validate.golden import satisfy_guards
+    from aoti_guard.builder.golden import satisfy_guards
 
     bounds = {s.name: (s.min, s.max if s.max is not None else max(s.min, 4 * symbols[s.name])) for s in manifest.io.symbols}
     conds = [(g, _symexpr.compile_condition(g.expr or "")) for g in guards]

@@ -3,10 +3,10 @@
 Three arms, each a fresh interpreter per run (what a release pipeline runs), interleaved:
 
 - ``bare``: ``python bench/_bare_build.py OUT.pt2`` (torch.export.export + aoti_compile_and_package
-  of ``aoti_guard.builder.example.example_spec()``);
+  of ``aoti_guard.builder.resolve.example.example_spec()``);
 - ``build-no-twin``: ``python -m aoti_guard build -o OUT.pt2 --no-debug-twin``;
 - ``build``: ``python -m aoti_guard build -o OUT.pt2`` (with the debug twin; on CPU it compiles in a
-  child beside the release model, ``aoti_guard/builder/twin.py``);
+  child beside the release model, ``aoti_guard/builder/twin/schedule.py``);
 - ``build-twin-after``: the same with ``--twin-schedule after`` (the twin compiled after the
   release model, in the build's process: the order before the child, and CUDA's default);
 - with ``--baseline DIR``, also ``build-no-twin@base`` and ``build@base``: the same commands run
@@ -54,7 +54,7 @@ from bench._common import (
 )
 
 GOALS = {"build-no-twin": 1.15, "build": 2.2, "build-twin-after": 2.2}
-# runtime_probe/progress.py's end-of-phase line: "[compile] passed in 14.21s"
+# runtime_probe/reporting/progress.py's end-of-phase line: "[compile] passed in 14.21s"
 _PHASE_LINE = re.compile(r"^\[(\w+)\] (?:passed|warning|failed|skipped) in ([0-9.]+)s$", re.M)
 
 

@@ -4,7 +4,7 @@ timed side by side, as ratios to the ``native`` build.
     python bench/cpu_isa_cost.py [--runs 200]
 
 Each level is compiled with the Inductor configs aoti-guard uses for it
-(aoti_guard/builder/targets.py: ``cpp.march`` + ``cpp.simdlen``), loaded with torch's loader, and
+(aoti_guard/builder/compile/targets.py: ``cpp.march`` + ``cpp.simdlen``), loaded with torch's loader, and
 timed on the same inputs (median of ``--runs`` calls after a warm-up). Levels this CPU lacks
 (x86-64-v4 without AVX-512) are skipped: their code dies with SIGILL here.
 """
@@ -46,8 +46,8 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from aoti_guard.builder.compile import has_config
-    from aoti_guard.builder.targets import CPU_ISA_LEVELS, cpu_isa_configs
+    from aoti_guard.builder.compile.aoti import has_config
+    from aoti_guard.builder.compile.targets import CPU_ISA_LEVELS, cpu_isa_configs
 
     torch.manual_seed(0)
     models = {

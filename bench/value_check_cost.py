@@ -82,7 +82,7 @@ def _checks(models: dict[str, Any], ids: Any, sync: Callable[[], None]) -> dict[
     """Each arm equals bare on good ids; a bad id is refused by sync, NaN then raised by device."""
     import torch
 
-    from runtime_probe.errors import InputContractError
+    from runtime_probe.reporting.errors import InputContractError
 
     ref = models["bare"](ids)
     out: dict[str, Any] = {f"{arm} == bare": bool(torch.equal(models[arm](ids), ref)) for arm in ARMS[1:]}

@@ -8,10 +8,11 @@ for serving containers; ``runtime_probe.load`` is the guarded loader.
 from __future__ import annotations
 
 from runtime_probe._version import __version__
-from runtime_probe.errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
-from runtime_probe.findings import Finding, Severity
 from runtime_probe.guard.load import GuardedModel, load
-from runtime_probe.report import Report
+from runtime_probe.reporting.errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.findings import Finding, Severity
+from runtime_probe.reporting.progress import Progress
+from runtime_probe.reporting.report import Report
 
 __all__ = [
     "ConstantsContractError",
@@ -20,6 +21,7 @@ __all__ = [
     "GuardedModel",
     "InputContractError",
     "PackageRejected",
+    "Progress",
     "Report",
     "Severity",
     "ToolError",

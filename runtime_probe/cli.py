@@ -17,16 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from runtime_probe._version import __version__
-from runtime_probe.errors import GuardError, ToolError, UsageError, environment_error
-from runtime_probe.findings import EXIT_CODES, Finding, error
-from runtime_probe.markdown import append_step_summary, render_markdown
-from runtime_probe.output import check_report_path, is_stdout, write_output
-from runtime_probe.paths import Paths, probe_paths
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, add_to_parser, outputs_of, probe_options
-from runtime_probe.progress import Progress, is_live_terminal
-from runtime_probe.report import Report, make_phase, render_text, write_json, write_junit
-from runtime_probe.terminate import Terminated, terminated_finding
-from runtime_probe.terminate import install as install_stop_signals
+from runtime_probe.reporting.errors import GuardError, ToolError, UsageError, environment_error
+from runtime_probe.reporting.findings import EXIT_CODES, Finding, error
+from runtime_probe.reporting.markdown import append_step_summary, render_markdown
+from runtime_probe.reporting.output import check_report_path, is_stdout, write_output
+from runtime_probe.reporting.paths import Paths, probe_paths
+from runtime_probe.reporting.progress import Progress, is_live_terminal
+from runtime_probe.reporting.report import Report, make_phase, render_text, write_json, write_junit
+from runtime_probe.runtime.terminate import Terminated, terminated_finding
+from runtime_probe.runtime.terminate import install as install_stop_signals
 
 __all__ = [
     "check_outputs",
@@ -91,7 +91,7 @@ def log_report_lines(report: Report, progress: Progress) -> None:
 def emit_report(report: Report, outputs: Outputs, paths: Paths | None = None) -> None:
     """Write the report files first (a reader must never see them missing), then the text; the
     text goes to stderr when a report goes to stdout, so that stdout stays parseable. ``paths``:
-    the run's path rule (runtime_probe/paths.py), asked again here: a report goes only where it
+    the run's path rule (runtime_probe/reporting/paths.py), asked again here: a report goes only where it
     destroys nothing."""
     if outputs.strict and not report.strict:
         report = dataclasses.replace(report, strict=True)

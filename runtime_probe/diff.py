@@ -18,9 +18,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe import layout
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import Severity
 from runtime_probe.package.archive import READ_ERRORS, Archive, file_digest, open_archive, open_package_file
 from runtime_probe.package.manifest import (
     MAX_MANIFEST_BYTES,
@@ -37,7 +34,10 @@ from runtime_probe.package.manifest import (
     TwinInfo,
     parse_manifest,
 )
-from runtime_probe.report import clean
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import Severity
+from runtime_probe.reporting.report import clean
+from runtime_probe.runtime import layout
 from runtime_probe.trust.signature import SignatureFormatError, read_signature
 
 __all__ = ["DIFF_SCHEMA_VERSION", "SECTIONS", "Change", "PackageDiff", "diff_manifests", "diff_packages", "render_diff"]

@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from runtime_probe import layout
-from runtime_probe.errors import UsageError
 from runtime_probe.formats import elf as _elf
 from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, Archive, file_digest, open_archive, open_package_file
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
-from runtime_probe.report import clean
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.report import clean
+from runtime_probe.runtime import layout
 from runtime_probe.trust.signature import SignatureFormatError, read_signature
 
 __all__ = ["emit_inspection", "inspect_package", "main", "render_inspection"]
@@ -244,8 +244,8 @@ def emit_inspection(path: str, json_path: str | None = None) -> int:
     """Inspect ``path``; write the JSON to ``json_path`` ('-': stdout) and the text to stdout (to
     stderr when the JSON takes stdout). Returns the exit code: 0, or 1 when ``problems`` is not
     empty. Raises UsageError (exit 2) for a missing package or a --json path that would destroy it."""
-    from runtime_probe.output import check_report_path, is_stdout, write_output
-    from runtime_probe.paths import Paths, Read, Write
+    from runtime_probe.reporting.output import check_report_path, is_stdout, write_output
+    from runtime_probe.reporting.paths import Paths, Read, Write
 
     if not os.path.isfile(path):
         what = "no such file" if not os.path.exists(path) else "not a regular file"
@@ -264,7 +264,7 @@ def emit_inspection(path: str, json_path: str | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``runtime-probe inspect PKG [--json PATH|-]`` and ``python -m runtime_probe.inspect PKG``."""
-    from runtime_probe.errors import GuardError
+    from runtime_probe.reporting.errors import GuardError
 
     parser = argparse.ArgumentParser(
         prog="runtime-probe inspect",

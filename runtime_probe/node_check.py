@@ -38,8 +38,8 @@ from types import FrameType
 from typing import Any
 
 from runtime_probe.child.isolation import child_environment, python_argv
-from runtime_probe.output import write_atomic
-from runtime_probe.paths import plain_name
+from runtime_probe.reporting.output import write_atomic
+from runtime_probe.reporting.paths import plain_name
 
 __all__ = ["NO_VERDICT_KIND", "main", "node_name", "report_file_name", "run"]
 

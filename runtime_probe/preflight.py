@@ -17,7 +17,7 @@ Kubernetes init container. Standard library only, like the rest of runtime_probe
 
 Before anything is removed or written, the run is checked (exit 2, nothing touched): the report,
 its ``.ok`` marker and the probe's own outputs must not be the package, the public key or any
-other file the probe reads (runtime_probe/paths.py), and ``$AOTI_PREFLIGHT_ARGS`` must make the
+other file the probe reads (runtime_probe/reporting/paths.py), and ``$AOTI_PREFLIGHT_ARGS`` must make the
 probe probe: ``--help``, ``--version`` (or an abbreviation argparse takes for them),
 ``--verify-only`` or a ``--json`` of its own would let the pre-flight pass without the package
 ever being loaded on this host, or vouch with a report it did not write.
@@ -36,9 +36,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from runtime_probe.errors import GuardError, UsageError
-from runtime_probe.output import write_atomic
-from runtime_probe.paths import Paths, Write, probe_paths
+from runtime_probe.reporting.errors import GuardError, UsageError
+from runtime_probe.reporting.output import write_atomic
+from runtime_probe.reporting.paths import Paths, Write, probe_paths
 
 __all__ = ["DEFAULT_REPORT", "check", "main", "run"]
 
@@ -96,7 +96,7 @@ _MARKER_FLAG = "the pre-flight's marker (the report's path + .ok)"
 
 
 def _check_paths(package: str, report: str, values: dict[str, Any]) -> None:
-    """The path rule (runtime_probe/paths.py) over the probe's reads and writes, the pre-flight's
+    """The path rule (runtime_probe/reporting/paths.py) over the probe's reads and writes, the pre-flight's
     report and marker first. Raises UsageError."""
     probe = probe_paths(package, values)
     own = (Write(_REPORT_FLAG, report), Write(_MARKER_FLAG, _marker(report)))

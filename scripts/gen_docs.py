@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from runtime_probe.findings import CODES, EXIT_CODES
+from runtime_probe.reporting.findings import CODES, EXIT_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "findings.md"
@@ -30,7 +30,7 @@ An error finding makes the exit code 1, except the codes listed with another exi
 the places that raise it (`error("code", ...)`, `warning(...)`, `info(...)`; a contract error of
 the guarded loader is an error; `-` where the code is built at run time, e.g. `load.crash` from the
 stage); `--strict` fails on warnings too. `example fix`: the hint the first such place gives
-(`…` stands for a value filled in at run time). Generated from `runtime_probe/findings.py` and
+(`…` stands for a value filled in at run time). Generated from `runtime_probe/reporting/findings.py` and
 the code that raises each finding by `python scripts/gen_docs.py`; do not edit by hand.
 
 | code | severity | meaning | example fix | exit code when an error |

@@ -32,7 +32,7 @@ for mode in default sync off; do
 import sys, warnings
 warnings.filterwarnings("ignore")
 import torch, runtime_probe
-from runtime_probe.errors import InputContractError
+from runtime_probe.reporting.errors import InputContractError
 options = {"default": {}, "sync": {"check_values": "sync"}, "off": {"check_values": False}}[sys.argv[2]]
 model = runtime_probe.load(sys.argv[1], **options)
 print("value_mode:", model.value_mode)

@@ -134,7 +134,7 @@ def _working_directory_unchanged() -> Iterator[None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Run under ``nohup``, the suite and every process it starts would inherit SIGHUP ignored,
-    and aoti-guard rightly leaves an ignored SIGHUP ignored (runtime_probe/terminate.py): the
+    and aoti-guard rightly leaves an ignored SIGHUP ignored (runtime_probe/runtime/terminate.py): the
     tests that send SIGHUP to a build or a probe would then wait for nothing. They test the
     default disposition, which a terminal gives; so does this."""
     if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:

@@ -4,7 +4,7 @@ structure, by name where a library type cannot be rebuilt).
 
 - a whole sample (``golden.samples``): its stored inputs, every output element against the stored
   reference within the stored tolerance (``|out - ref| <= atol + rtol*|ref|``), judged as the build
-  judges (``runtime_probe.numerics.stats``): NaN where the reference has NaN, and the same infinity,
+  judges (``runtime_probe.runtime.numerics.stats``): NaN where the reference has NaN, and the same infinity,
   are equal; NaN or Inf where the reference is finite is a mismatch;
 - a compact sample (``golden.compact_samples``, over the build's ``--golden-max-mb``): its record
   bounded first (``runtime_probe.golden.cases.compact_cases``: the probe's own check, before
@@ -148,7 +148,7 @@ def _call(model: Any, m: Any, values: dict[str, Any], symbols: Mapping[str, int]
 def _whole(value: Any, ref: Any, tol: Tolerance) -> dict[str, Any]:
     """A whole sample's output against its stored reference, every element, by the build's own
     comparison (float64, chunked; a shape or dtype that differs is a mismatch, not an error)."""
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     return _numerics.stats(value.detach(), ref, atol=tol.atol, rtol=tol.rtol, equal_nan=EQUAL_NAN)
 

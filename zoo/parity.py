@@ -203,7 +203,7 @@ def summarize_build(report: dict[str, Any]) -> dict[str, Any]:
         # the package phase, part by part, and the release entries hashed while validation ran
         "package_timings": (_phase(report, "package").get("detail") or {}).get("timings") or {},
         "early_hashes": (_phase(report, "package").get("detail") or {}).get("early_hashes"),
-        # and the constants' digests taken while the release model compiled (builder/constant_digests.py)
+        # and the constants' digests taken while the release model compiled (builder/compile/constant_digests.py)
         "constant_digests": (_phase(report, "package").get("detail") or {}).get("constant_digests"),
         # the build's twin check: kernels it printed, max |twin - release| on the example, and
         # whose weights it ran on ("release": shared, "own": its own copy)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aoti_guard.builder.dynamic import DynamicDim, parse_dynamic
+from aoti_guard.builder.resolve.dynamic import DynamicDim, parse_dynamic
 
 __all__ = ["PHASES", "BuildOptions", "ProgressFn"]
 
@@ -19,20 +19,20 @@ class BuildOptions:
     """How to build. ``output`` must end in .pt2 (torch's loader insists)."""
 
     output: str
-    device: str = "auto"  # "auto": the factory's tensors' (builder/device.py); the resolve step sets the real one
+    device: str = "auto"  # "auto": the factory's tensors' (builder/resolve/device.py); the resolve step sets the real one
     # --dynamic, typed; text as the flag takes it ("x:0=batch:1..64") is parsed when the options are made
     dynamic: tuple[DynamicDim, ...] = ()
     inductor_configs: Mapping[str, Any] = field(default_factory=dict)
     debug_twin: bool = True
-    twin_schedule: str = "auto"  # "auto" | "concurrent" | "after" (builder/twin.py)
-    twin_weights: str = "auto"  # "auto" | "shared" | "own" (builder/twin.py)
+    twin_schedule: str = "auto"  # "auto" | "concurrent" | "after" (builder/twin/schedule.py)
+    twin_weights: str = "auto"  # "auto" | "shared" | "own" (builder/twin/schedule.py)
     trace_dir: str | None = None
     allow_nonfinite: bool = False
     allow_partial_coverage: bool = False  # a dynamic range whose min or max has no golden sample only warns
     # export's shape guards (h*w == 64) only warn; they are enforced at load and the samples satisfy them
     allow_export_guards: bool = False
     golden_max_bytes: int = 16 * 1024 * 1024
-    samples: tuple[str, ...] = ()  # --samples: .safetensors files of golden inputs of the user's own (builder/user_samples.py)
+    samples: tuple[str, ...] = ()  # --samples: .safetensors files of golden inputs of the user's own (builder/export/user_samples.py)
     fp64_reference: bool = True
     atol: float | None = None
     rtol: float | None = None
@@ -43,7 +43,7 @@ class BuildOptions:
     minify: bool = False  # run the AOTI minifier on a compile failure or a compiler-suspect mismatch
     minify_timeout_s: float = 300.0
     sign_key: str | None = None  # an Ed25519 private key file: sign the package before it is written
-    # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4"; None: targets.DEFAULT_CPU_ISA (builder/targets.py)
+    # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4"; None: targets.DEFAULT_CPU_ISA (builder/compile/targets.py)
     cpu_isa: str | None = None
     cuda_archs: tuple[str, ...] = ()  # compute capabilities the kernels must cover, e.g. ("80", "90")
 

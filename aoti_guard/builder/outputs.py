@@ -1,4 +1,4 @@
-"""What a build reads and writes, for the one path rule (runtime_probe/paths.py).
+"""What a build reads and writes, for the one path rule (runtime_probe/reporting/paths.py).
 
 Reads: the TARGET's file (a factory's ``file.py``, a saved program), ``--samples`` and ``--key`` (``--sign-key``). Writes, in
 the order a build writes them: ``-o``, ``OUT.rejected.pt2`` (a build that fails validation is kept
@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from aoti_guard.builder.minify import minify_dir
-from runtime_probe.paths import Paths, Read, Write, report_writes
+from aoti_guard.builder.minify.driver import minify_dir
+from runtime_probe.reporting.paths import Paths, Read, Write, report_writes
 
 __all__ = ["build_paths", "rejected_path", "target_file"]
 

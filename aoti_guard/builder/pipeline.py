@@ -1,9 +1,9 @@
 """``aoti-guard build``: export, compile (release + debug twin), validate, package — one .pt2.
 
-The build is a list of steps (``STEPS``) run in order by one loop (``runtime_probe.recorder``):
+The build is a list of steps (``STEPS``) run in order by one loop (``runtime_probe.reporting.recorder``):
 each step reads and fills a ``BuildState`` and returns its findings, or raises ``StepFailed`` to
 stop the build (the steps after it are skipped). The library never prints or exits: it returns a
-Report (see runtime_probe.report), and raises UsageError only for unusable arguments.
+Report (see runtime_probe.reporting.report), and raises UsageError only for unusable arguments.
 """
 
 from __future__ import annotations
@@ -17,24 +17,28 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from aoti_guard.builder import compile as compile_mod
-from aoti_guard.builder import contract as contract_mod
-from aoti_guard.builder import determinism, export_guards, native_bounds, positions, resources, targets, toolchain, training_mode
-from aoti_guard.builder import device as device_mod
-from aoti_guard.builder import minify as minify_mod
-from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder import resources
 from aoti_guard.builder import twin_step as twin_step_mod
-from aoti_guard.builder import user_samples as user_samples_mod
-from aoti_guard.builder.assemble import assemble, summary, weightless_notes
-from aoti_guard.builder.binding import bind
-from aoti_guard.builder.constant_digests import ConstantDigests
-from aoti_guard.builder.constant_names import program_tensors
-from aoti_guard.builder.dynamic import dynamic_shapes_from_flags
-from aoti_guard.builder.export import eager_run, export_program
+from aoti_guard.builder.compile import aoti as compile_mod
+from aoti_guard.builder.compile import native_bounds, targets, toolchain
+from aoti_guard.builder.compile.constant_digests import ConstantDigests
+from aoti_guard.builder.compile.constant_names import program_tensors
+from aoti_guard.builder.export import contract as contract_mod
+from aoti_guard.builder.export import determinism, positions
+from aoti_guard.builder.export import guards as export_guards
+from aoti_guard.builder.export import user_samples as user_samples_mod
+from aoti_guard.builder.export.program import eager_run, export_program
+from aoti_guard.builder.minify import driver as minify_mod
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
-from aoti_guard.builder.resolve import FactoryError, resolve_target
+from aoti_guard.builder.package.assemble import assemble, summary, weightless_notes
+from aoti_guard.builder.resolve import device as device_mod
+from aoti_guard.builder.resolve import training_mode
+from aoti_guard.builder.resolve.binding import bind
+from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags
+from aoti_guard.builder.resolve.target import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
+from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.twin_step import twin_step
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
@@ -42,17 +46,17 @@ from aoti_guard.builder.validate.onnx_reference import REFERENCES
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
 from aoti_guard.spec import BuildSpec
-from runtime_probe import layout
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import Worker
-from runtime_probe.errors import GuardError, ToolError, UsageError
-from runtime_probe.findings import Finding, error, has_errors, warning
 from runtime_probe.formats import wrapper_cpp
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, IOContract, Target
-from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
-from runtime_probe.report import Report
-from runtime_probe.terminate import Terminated, signal_wins, signals_raise, terminated_finding
+from runtime_probe.reporting.errors import GuardError, ToolError, UsageError
+from runtime_probe.reporting.findings import Finding, error, has_errors, warning
+from runtime_probe.reporting.recorder import Recorder, StepFailed, StepResult, run_steps
+from runtime_probe.reporting.report import Report
+from runtime_probe.runtime import layout
+from runtime_probe.runtime.terminate import Terminated, signal_wins, signals_raise, terminated_finding
 
 __all__ = ["STEPS", "BuildOptions", "BuildState", "ProgressFn", "build", "check_options"]
 
@@ -297,7 +301,7 @@ def export_step(st: BuildState) -> StepResult:
     st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, binding, from_flags=bool(st.options.dynamic))
     args, kwargs = st.ep.example_inputs if st.is_program else (tuple(spec.args), dict(spec.kwargs))
     st.contract = contract_mod.extract_contract(st.ep, args, kwargs, binding, dynamic_shapes=st.dynamic, eager_outputs=example_out)
-    # export's shape guards (export_guards.py): recorded in the contract; an error unless accepted,
+    # export's shape guards (export/guards.py): recorded in the contract; an error unless accepted,
     # but the build goes on, so that validation measures what the bare package does
     guards = export_guards.read_guards(
         st.ep,
@@ -354,7 +358,7 @@ def compile_step(st: BuildState) -> StepResult:
         if st.twin_child is not None
         else "compiling the release model"
     )
-    # the manifest's constant digests, hashed beside the compile (constant_digests.py; the package phase takes them)
+    # the manifest's constant digests, hashed beside the compile (compile/constant_digests.py; the package phase takes them)
     st.constant_digests = ConstantDigests(program_tensors(st.ep))
     try:
         files = compile_mod.compile_files(st.ep, st.configs)
@@ -373,14 +377,14 @@ def compile_step(st: BuildState) -> StepResult:
             evidence={"lines": exc.lines},
         )
         raise StepFailed([finding], "compile failed") from exc
-    st.release_hashes = package_mod.EntryHashes(st.release_pt2)  # the package phase takes them (assemble.py)
+    st.release_hashes = package_mod.EntryHashes(st.release_pt2)  # the package phase takes them (package/assemble.py)
     narrowed = _narrow_to_native_checks(st)
     findings, detail = _check_targets(st)
     return narrowed + findings, {"files": len(files), **detail}
 
 
 def _narrow_to_native_checks(st: BuildState) -> list[Finding]:
-    """The contract's symbol ranges cut to those the compiled wrapper checks (native_bounds.py)."""
+    """The contract's symbol ranges cut to those the compiled wrapper checks (compile/native_bounds.py)."""
     assert st.contract is not None and st.spec is not None
     with zipfile.ZipFile(st.release_pt2) as zf:
         sources = [zf.read(n).decode("utf-8", "replace") for n in zf.namelist() if n.endswith(".wrapper.cpp")]
@@ -472,7 +476,7 @@ def package_step(st: BuildState) -> StepResult:
     assert st.contract is not None and st.outcome is not None
     failed = has_errors(st.outcome.findings) or st.export_guards_failed
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
-    timings: dict[str, float] = {}  # where the phase's time goes (assemble.py)
+    timings: dict[str, float] = {}  # where the phase's time goes (package/assemble.py)
     try:
         manifest, signed = assemble(
             st.ep,

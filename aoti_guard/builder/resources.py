@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from runtime_probe.findings import Finding, Severity
-from runtime_probe.recorder import StepFailed, StepResult
+from runtime_probe.reporting.findings import Finding, Severity
+from runtime_probe.reporting.recorder import StepFailed, StepResult
 
 __all__ = ["Exhausted", "finding", "from_child", "from_exception", "from_signal", "from_text", "guarded"]
 

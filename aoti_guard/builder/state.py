@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 
 if TYPE_CHECKING:
-    from aoti_guard.builder import determinism
-    from aoti_guard.builder import twin as twin_mod
-    from aoti_guard.builder.binding import Binding
-    from aoti_guard.builder.constant_digests import ConstantDigests
+    from aoti_guard.builder.compile.constant_digests import ConstantDigests
+    from aoti_guard.builder.export import determinism
     from aoti_guard.builder.options import BuildOptions
+    from aoti_guard.builder.resolve.binding import Binding
+    from aoti_guard.builder.twin import schedule as twin_mod
     from aoti_guard.builder.validate import run as validate
     from aoti_guard.pt2 import writer as package_mod
     from aoti_guard.pt2.signing import SigningKey
@@ -46,7 +46,7 @@ class BuildState:
     configs: Mapping[str, Any] = field(default_factory=dict)
     release_pt2: str = ""
     twin_pt2: str | None = None
-    twin_child: twin_mod.TwinChild | None = None  # the twin compiling beside the release model (twin.py)
+    twin_child: twin_mod.TwinChild | None = None  # the twin compiling beside the release model (twin/schedule.py)
     twin_not_in_child: str | None = None  # why the twin, scheduled for a child, is compiled here
     outcome: validate.Validation | None = None
     release_hashes: package_mod.EntryHashes | None = None  # the release package's entries, hashed while validation runs
@@ -56,7 +56,7 @@ class BuildState:
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
     example_outputs: Any = None  # eager's outputs on the example, from the export step
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
-    user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (user_samples.py)
+    user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (export/user_samples.py)
     # compiled vs eager: --atol/--rtol against the dtypes' defaults, made once from the options here
     # and handed to validation, which carries it to every comparison and to the manifest
     tolerance: ToleranceRule = field(init=False)

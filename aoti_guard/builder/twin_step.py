@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import resources
-from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder.compile import aoti as compile_mod
 from aoti_guard.builder.state import BuildState
+from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.validate import twin_check
 from aoti_guard.pt2 import writer as package_mod
-from runtime_probe import layout
-from runtime_probe.findings import Finding, Severity, warning
-from runtime_probe.recorder import StepResult
+from runtime_probe.reporting.findings import Finding, Severity, warning
+from runtime_probe.reporting.recorder import StepResult
+from runtime_probe.runtime import layout
 
 __all__ = ["twin_configs", "twin_dir", "twin_path", "twin_step"]
 
@@ -36,7 +36,7 @@ def twin_path(st: BuildState) -> str:
 def twin_step(st: BuildState) -> StepResult:
     """The sanitized debug twin (the kernel value printer); a failure only warns.
 
-    Where it compiles is builder/twin.py's choice: in a child started with the release compile,
+    Where it compiles is builder/twin/schedule.py's choice: in a child started with the release compile,
     which validation overlaps (this step then waits for what is left of it), or here. Then it is
     checked in validation's child (validate/twin_check.py): the example, the other samples'
     non-finite baseline, and the release model's outputs to agree with."""

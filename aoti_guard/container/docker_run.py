@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe.errors import ToolError
+from runtime_probe.reporting.errors import ToolError
 
 __all__ = [
     "LABEL",

@@ -30,16 +30,16 @@ from typing import Any
 
 import runtime_probe
 from aoti_guard.container import docker_run as dr
-from runtime_probe import layout
-from runtime_probe.errors import GuardError, UsageError
-from runtime_probe.findings import Finding, error, info
 from runtime_probe.host.rules import parse_device
 from runtime_probe.package.archive import READ_ERRORS, open_archive
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.probe.phases import package_device
 from runtime_probe.probe.run import PHASES
-from runtime_probe.report import PhaseResult, Report, make_phase
+from runtime_probe.reporting.errors import GuardError, UsageError
+from runtime_probe.reporting.findings import Finding, error, info
+from runtime_probe.reporting.report import PhaseResult, Report, make_phase
+from runtime_probe.runtime import layout
 
 __all__ = ["ImageProbeOptions", "ProbeSource", "probe_in_image", "target_device", "wants_gpus"]
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe.errors import GuardError
-from runtime_probe.findings import Severity
-from runtime_probe.report import Report, clean
+from runtime_probe.reporting.errors import GuardError
+from runtime_probe.reporting.findings import Severity
+from runtime_probe.reporting.report import Report, clean
 
 __all__ = [
     "FAIL",

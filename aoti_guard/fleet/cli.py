@@ -22,9 +22,9 @@ from aoti_guard.fleet.flags import K8S_FLAGS, SLURM_FLAGS, K8sArgs, SlurmArgs
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
 from aoti_guard.fleet.sources import Limits
 from aoti_guard.fleet.trust import check_one_package, gather
-from runtime_probe.errors import ToolError, UsageError
-from runtime_probe.output import STDOUT, write_atomic, write_output
-from runtime_probe.report import clean
+from runtime_probe.reporting.errors import ToolError, UsageError
+from runtime_probe.reporting.output import STDOUT, write_atomic, write_output
+from runtime_probe.reporting.report import clean
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _LIMITS = Limits()

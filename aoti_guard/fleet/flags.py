@@ -16,7 +16,7 @@ from typing import Any
 from aoti_guard.flags import OptionFlag, option_fields
 from aoti_guard.fleet.k8s import K8sPlan, NodeGroup
 from aoti_guard.fleet.slurm import SlurmPlan
-from runtime_probe.output import STDOUT
+from runtime_probe.reporting.output import STDOUT
 
 __all__ = ["K8S_FLAGS", "SLURM_FLAGS", "K8sArgs", "SlurmArgs"]
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from aoti_guard.fleet.classes import obj
 from aoti_guard.fleet.slurm import plain_value
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 
 __all__ = ["GFD_LABELS", "K8sPlan", "NodeGroup", "class_names", "groups_from_nodes", "render", "to_text"]
 

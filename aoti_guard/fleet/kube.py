@@ -18,9 +18,9 @@ from typing import Any
 from aoti_guard.fleet.classes import NO_VERDICT_KIND
 from aoti_guard.fleet.k8s import CONTAINER, RUN_LABEL
 from aoti_guard.fleet.slurm import Runner, run_command
-from runtime_probe.errors import ToolError
-from runtime_probe.output import write_atomic
-from runtime_probe.paths import plain_name
+from runtime_probe.reporting.errors import ToolError
+from runtime_probe.reporting.output import write_atomic
+from runtime_probe.reporting.paths import plain_name
 
 __all__ = ["apply", "collect", "get_nodes", "wait"]
 

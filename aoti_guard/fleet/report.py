@@ -31,8 +31,8 @@ from typing import Any
 
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, Issue, NodeClass, NodeResult
 from aoti_guard.fleet.trust import believe
-from runtime_probe.escaping import for_markdown
-from runtime_probe.report import clean
+from runtime_probe.reporting.escaping import for_markdown
+from runtime_probe.reporting.report import clean
 
 __all__ = ["FLEET_SCHEMA_VERSION", "ClassVerdict", "FleetReport", "aggregate", "render_json", "render_markdown", "render_text"]
 

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from runtime_probe.errors import ToolError, UsageError
-from runtime_probe.escaping import UnsafeValue, for_shell, for_terminal, require_plain
+from runtime_probe.reporting.errors import ToolError, UsageError
+from runtime_probe.reporting.escaping import UnsafeValue, for_shell, for_terminal, require_plain
 
 __all__ = [
     "SlurmPlan",

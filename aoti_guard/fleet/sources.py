@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from aoti_guard.fleet.classes import NodeResult, node_result, unreadable
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 
 __all__ = ["Limits", "read_report", "report_files"]
 

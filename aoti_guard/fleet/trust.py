@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, NodeResult, unreadable
 from aoti_guard.fleet.sources import Limits, read_report, report_files
-from runtime_probe.errors import UsageError
 from runtime_probe.node_check import report_file_name as node_file_name
-from runtime_probe.report import clean
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.report import clean
 
 __all__ = ["CLOCK_SKEW", "NEVER", "believe", "check_one_package", "gather"]
 

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aoti_guard.pt2.writer import append_entries, entry_info, sha256_bytes
-from runtime_probe import layout
-from runtime_probe.errors import PackageRejected, ToolError, UsageError
-from runtime_probe.escaping import for_terminal
-from runtime_probe.findings import has_errors
-from runtime_probe.output import write_atomic
 from runtime_probe.package.archive import open_archive
+from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.escaping import for_terminal
+from runtime_probe.reporting.findings import has_errors
+from runtime_probe.reporting.output import write_atomic
+from runtime_probe.runtime import layout
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import ALGORITHM, PublicKey, SignatureEntry, key_id, read_key_file, read_signature, verify
 

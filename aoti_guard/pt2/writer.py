@@ -14,8 +14,8 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from runtime_probe import layout
 from runtime_probe.package.archive import open_archive
+from runtime_probe.runtime import layout
 
 __all__ = [
     "EntryHashes",
@@ -32,7 +32,7 @@ _CHUNK = 1024 * 1024
 
 
 def package_release(path: str, files: list[Any], model_name: str = layout.RELEASE_MODEL) -> None:
-    from runtime_probe.torch_compat import package_aoti
+    from runtime_probe.runtime.torch_compat import package_aoti
 
     package_aoti()(path, {model_name: files})
 

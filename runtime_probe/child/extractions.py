@@ -109,9 +109,9 @@ def _model_files(package: str) -> list[str]:
     """The package's model .so entries (``<archive folder>/data/aotinductor/<model>/<name>.so``),
     read through the probe's own bounded zip reader (unsafe names left out). Imported here: only a
     child that died inside a load needs it."""
-    from runtime_probe import layout
-    from runtime_probe.errors import UsageError
     from runtime_probe.package.archive import open_archive
+    from runtime_probe.reporting.errors import UsageError
+    from runtime_probe.runtime import layout
 
     try:
         archive, _ = open_archive(package)

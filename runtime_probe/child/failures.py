@@ -16,8 +16,8 @@ from typing import Any
 
 from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout
-from runtime_probe.findings import Finding, error
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.reporting.findings import Finding, error
 
 __all__ = ["Reporter", "failure_finding", "no_weights", "torch_import_finding"]
 

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runtime_probe import numerics as _numerics
-from runtime_probe import torch_compat
 from runtime_probe.child.extractions import own_extraction_roots
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.golden import cases as _golden_cases
+from runtime_probe.runtime import numerics as _numerics
+from runtime_probe.runtime import torch_compat
 
 
 class State:
@@ -253,7 +253,7 @@ def op_run(
     data the file's reader refuses (BOOL bytes other than 0/1, not a safetensors file, a missing
     tensor) is ``data_error``: neither runs the model, and neither is a failure of it.
     ``iterations`` > 1 or ``duration_s``: after the judged run and ``warmup`` untimed calls, time
-    at least ``iterations`` calls and at least ``duration_s`` seconds (``latency_ms``: latency.py).
+    at least ``iterations`` calls and at least ``duration_s`` seconds (``latency_ms``: reporting/latency.py).
     ``save_path`` / ``save_inputs_path``: write the outputs / inputs as safetensors, keyed by name
     (an inputs file is what ``--inputs`` takes back); ``save_durable=False``: the outputs file is
     read back and removed at once (the build's validation), so it is not fsynced.
@@ -368,7 +368,7 @@ def _contract_error(package: str, device: str, leaves: list[Any], spec: Any, in_
     """The guarded loader's verdict on these inputs, by name (None: they pass)."""
     from torch.utils import _pytree as pytree
 
-    from runtime_probe.errors import InputContractError
+    from runtime_probe.reporting.errors import InputContractError
 
     if spec is None:
         missing = ", ".join(_treespec.type_names(in_spec)) or "unknown types"
@@ -406,7 +406,7 @@ def _stored_contract_error(state: State, package: str, device: str, leaves: list
     ``runtime_probe.load()`` refuses every such call. Its input checks with the value ranges (an id
     outside its table is undefined behaviour in native code), each argument given by its leaf names,
     so no library type of the input structure is needed (the run itself takes the flat leaves)."""
-    from runtime_probe.errors import InputContractError
+    from runtime_probe.reporting.errors import InputContractError
 
     key = (package, device)
     if key not in state.checkers:
@@ -434,7 +434,7 @@ def _latency(
     per-call seconds too, as ``times_s``."""
     import torch
 
-    from runtime_probe.latency import summarize
+    from runtime_probe.reporting.latency import summarize
 
     def sync() -> None:
         if device.startswith("cuda"):
@@ -474,9 +474,9 @@ def _checker(package: str, device: str, *, stored: bool = False) -> Any:
 def _read_manifest(package: str) -> Any:
     """The manifest of ``package`` (the probe's private copy, whose manifest the parent checked),
     or None when it cannot be opened."""
-    from runtime_probe import layout
     from runtime_probe.package.archive import open_archive
     from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, parse_manifest
+    from runtime_probe.runtime import layout
 
     archive, _ = open_archive(package)
     if archive is None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime_probe.findings import Finding, error, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats.serde import SerdeError, from_jsonable, to_jsonable
 from runtime_probe.golden import compact as _compact
 from runtime_probe.golden import recipe as _recipe
 from runtime_probe.package.manifest import CompactSample, InputRecipe, Manifest
+from runtime_probe.reporting.findings import Finding, error, warning
 
 __all__ = ["MAX_DIGEST_ELEMENTS", "check_output", "compact_cases", "describe", "regenerate", "reply_findings"]
 

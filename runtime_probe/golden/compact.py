@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime_probe import numerics as _numerics
+from runtime_probe.runtime import numerics as _numerics
 
 __all__ = ["SPREAD", "WORST", "check", "positions", "reference_stats", "tolerances", "worst_positions"]
 

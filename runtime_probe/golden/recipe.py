@@ -1,7 +1,7 @@
 """The golden input generator the build and the probe share: a seeded recipe made again,
 bit-exactly, on the target.
 
-The build (aoti_guard/builder/validate/golden.py) generates every sample's inputs here; a sample
+The build (aoti_guard/builder/golden.py) generates every sample's inputs here; a sample
 too large to store keeps only its recipes (manifest ``InputRecipe``: shape, stride, dtype, kind,
 seed, a value pool in the golden file, a SHA-256 of the values) and the probe regenerates them
 with the same code. Values are made on the CPU, then moved to the device.

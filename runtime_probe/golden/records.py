@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime_probe.findings import Finding, error
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.reporting.findings import Finding, error
 
 __all__ = ["file_findings", "invalid"]
 

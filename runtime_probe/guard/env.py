@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim
+from runtime_probe.reporting.errors import InputContractError
 
 __all__ = ["Deferred", "Env"]
 

@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.guard.env import Env as _Env
 from runtime_probe.guard.fastpath import compile_fast
 from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.shape_guards import compile_guards
 from runtime_probe.guard.values import value_check, with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
+from runtime_probe.reporting.errors import InputContractError
 
 __all__ = ["Check", "InputChecker", "LeafInputs", "dotted"]
 

@@ -19,9 +19,6 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from runtime_probe import layout, torch_compat
-from runtime_probe.errors import PackageRejected, ToolError, UsageError
-from runtime_probe.findings import error, has_errors
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
@@ -34,6 +31,9 @@ from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
+from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.findings import error, has_errors
+from runtime_probe.runtime import layout, torch_compat
 
 __all__ = ["GuardedModel", "load"]
 
@@ -232,7 +232,7 @@ def _load_verified(
                 [error("load.error", "load", str(exc), hint="load the release model (model='model'); rebuild with --twin-weights own")],
                 hint="the release model is unaffected",
             ) from None
-    # the twin's own call wrapper is flat (aoti_guard/builder/twin.py): its call structure is the
+    # the twin's own call wrapper is flat (aoti_guard/builder/twin/schedule.py): its call structure is the
     # release model's, which the manifest records
     guarded = GuardedModel(
         compiled,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, InputSpec, TensorSpec
+from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env

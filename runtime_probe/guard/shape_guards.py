@@ -15,9 +15,9 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import IOContract, ShapeGuard
+from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from runtime_probe.errors import InputContractError, UsageError
 from runtime_probe.guard.rules import Check
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.reporting.errors import InputContractError, UsageError
 
 __all__ = [
     "DEFAULT_MODE",

@@ -17,12 +17,12 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime_probe.errors import ConstantsContractError, PackageRejected
-from runtime_probe.findings import Finding, error
 from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import ConstantSpec, Manifest
 from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved, plan_weights
+from runtime_probe.reporting.errors import ConstantsContractError, PackageRejected
+from runtime_probe.reporting.findings import Finding, error
 
 __all__ = ["UnsetConstants", "checked_constants", "read_kept_constants", "read_weights_file"]
 

@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.host import cpu as _cpu
 from runtime_probe.host.skew import skew_finding, torch_to_install, torch_wanted
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["Requirements", "arch_runs_on", "check_host", "compare_torch", "parent_facts", "parse_device"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runtime_probe.findings import Finding, error, info, warning
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["SKEW", "SkewRow", "minor", "skew_finding", "torch_to_install", "torch_wanted"]
 

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runtime_probe.child.messages import cuda_error
-from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.ladder import printer as _printer
 from runtime_probe.ladder import readers as _diagnose
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["durable_fix", "native_findings", "tail", "twin_findings"]
 

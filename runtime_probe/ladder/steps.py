@@ -23,16 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe import layout
 from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
-from runtime_probe.findings import Finding, Severity, error, info, warning
 from runtime_probe.formats import elf as _elf
 from runtime_probe.ladder import readers as _diagnose
 from runtime_probe.ladder.findings import native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
+from runtime_probe.reporting.findings import Finding, Severity, error, info, warning
+from runtime_probe.runtime import layout
 
 __all__ = ["LadderContext", "Replay", "no_verdict", "run_ladder"]
 

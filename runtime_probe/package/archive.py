@@ -17,11 +17,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from runtime_probe import layout
-from runtime_probe.errors import UsageError
-from runtime_probe.escaping import for_terminal
-from runtime_probe.findings import Finding, error
 from runtime_probe.formats.zip_layout import EndProblem, layout_problems, read_end
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.escaping import for_terminal
+from runtime_probe.reporting.findings import Finding, error
+from runtime_probe.runtime import layout
 
 __all__ = [
     "READ_ERRORS",

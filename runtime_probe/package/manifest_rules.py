@@ -14,14 +14,14 @@ import keyword
 import re
 from collections.abc import Iterator
 
-from runtime_probe import layout
-from runtime_probe.findings import Finding, error
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.archive import Archive, unsafe_name
 from runtime_probe.package.manifest import Dim, Manifest, TensorSpec
 from runtime_probe.package.sample_ids import id_problems as golden_id_problems
 from runtime_probe.package.wrapper import wrapper_facts
-from runtime_probe.paths import plain_name_problem
+from runtime_probe.reporting.findings import Finding, error
+from runtime_probe.reporting.paths import plain_name_problem
+from runtime_probe.runtime import layout
 
 __all__ = ["check_manifest"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import errno
 import os
 
-from runtime_probe.errors import PackageRejected
-from runtime_probe.findings import Finding, error, has_errors
 from runtime_probe.package.archive import PHASE, Limits, check_in_place, open_package_file
+from runtime_probe.reporting.errors import PackageRejected
+from runtime_probe.reporting.findings import Finding, error, has_errors
 
 __all__ = ["private_copy", "tmpdir_finding"]
 

@@ -24,11 +24,11 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from runtime_probe import layout
 from runtime_probe.formats.safetensors import tensor_bytes
 from runtime_probe.package.archive import open_archive
-from runtime_probe.paths import name_in_folder, plain_name
-from runtime_probe.torch_compat import TorchCompatError, container_runner
+from runtime_probe.reporting.paths import name_in_folder, plain_name
+from runtime_probe.runtime import layout
+from runtime_probe.runtime.torch_compat import TorchCompatError, container_runner
 
 __all__ = ["ReleaseConstantsError", "release_constant_digests", "release_so", "share_release_constants"]
 

@@ -1,7 +1,7 @@
 """The manifest's rule for golden sample ids, and the names the probe keeps for its own runs.
 
 A sample id names its sample in every report and, with ``--save-inputs``/``--save-outputs``, the
-files ``SAMPLE.inputs.safetensors``; it must be a plain name (``runtime_probe.paths``), one per
+files ``SAMPLE.inputs.safetensors``; it must be a plain name (``runtime_probe.reporting.paths``), one per
 sample, and not the name of one of the probe's own runs (``inputs``, ``shapes``), whose files and
 report lines it would take over. The manifest's rules (``manifest_rules``: ``manifest.invalid``)
 are the first to know, so the rule lives beside them, not in ``golden/`` (which reads the manifest
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_probe.package.manifest import Golden
-from runtime_probe.paths import plain_name_problem
+from runtime_probe.reporting.paths import plain_name_problem
 
 __all__ = ["PROBE_RUNS", "id_problems", "is_probe_run"]
 

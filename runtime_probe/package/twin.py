@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runtime_probe import layout
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
-from runtime_probe.paths import name_in_folder, plain_name
+from runtime_probe.reporting.paths import name_in_folder, plain_name
+from runtime_probe.runtime import layout
 
 __all__ = ["materialize_twin", "twin_constants_from"]
 

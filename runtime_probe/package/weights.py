@@ -23,9 +23,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runtime_probe.findings import Finding, error, has_errors, info
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import ConstantSpec, Manifest
+from runtime_probe.reporting.findings import Finding, error, has_errors, info
 
 __all__ = ["WeightsCheck", "WeightsPlan", "carries_weights", "check_weights", "configs_carry_weights", "keeps_unsaved", "plan_weights"]
 

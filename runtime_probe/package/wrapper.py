@@ -6,10 +6,10 @@ checks) and for the debug twin (``aoti_guard/twin/``: whether its .so holds the 
 
 from __future__ import annotations
 
-from runtime_probe import layout
 from runtime_probe.formats.wrapper_cpp import WrapperFacts, parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, Archive
-from runtime_probe.torch_compat import so_features
+from runtime_probe.runtime import layout
+from runtime_probe.runtime.torch_compat import so_features
 
 __all__ = ["MAX_WRAPPER_BYTES", "model_so_features", "wrapper_facts"]
 

@@ -15,20 +15,20 @@ from dataclasses import replace
 from typing import Any
 
 from runtime_probe.child.worker import ChildFailure, ChildRaised
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import Finding, error, has_errors, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.sample_ids import is_probe_run
-from runtime_probe.paths import name_in_folder, probe_paths
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
 from runtime_probe.probe.raw_times import keep_raw
 from runtime_probe.probe.shapes import describe, parse_shapes, resolve_shapes, run_names, shape_sets
 from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import Finding, error, has_errors, warning
+from runtime_probe.reporting.paths import name_in_folder, probe_paths
 
 __all__ = ["golden_phase"]
 

@@ -14,9 +14,9 @@ import array
 import re
 import sys
 
-from runtime_probe.findings import Finding, error
 from runtime_probe.formats.safetensors import Header
 from runtime_probe.package.manifest import InputSpec
+from runtime_probe.reporting.findings import Finding, error
 
 __all__ = ["first_out_of_range", "name_the_index", "value_range_findings"]
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe.torch_compat import aoti_load_lines
+from runtime_probe.runtime.torch_compat import aoti_load_lines
 
 __all__ = ["ENV", "LoadLog", "read_load_log"]
 

@@ -31,7 +31,7 @@ class ProbeOptions:
         public_key: an Ed25519 public key file (PEM): the package must carry a valid signature by
             it, checked before the manifest is believed and before anything native is opened.
         iterations: time at least this many more calls of each golden sample (and --inputs) after
-            the judged run and report their latency (runtime_probe/latency.py); 1 = no timing runs.
+            the judged run and report their latency (runtime_probe/reporting/latency.py); 1 = no timing runs.
         warmup: untimed calls before the timed ones (when timing).
         duration_s: time calls for at least this many seconds (and at least ``iterations`` calls);
             None: ``iterations`` alone decides.

@@ -14,11 +14,8 @@ import platform
 from dataclasses import replace
 from typing import Any
 
-from runtime_probe import layout
 from runtime_probe.child.failures import no_weights, torch_import_finding
 from runtime_probe.child.worker import ChildFailure
-from runtime_probe.errors import PackageRejected
-from runtime_probe.findings import Finding, error, has_errors, info
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
@@ -31,6 +28,9 @@ from runtime_probe.package.wrapper import model_so_features, wrapper_facts
 from runtime_probe.probe.golden_phase import golden_phase
 from runtime_probe.probe.load_log import read_load_log
 from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
+from runtime_probe.reporting.errors import PackageRejected
+from runtime_probe.reporting.findings import Finding, error, has_errors, info
+from runtime_probe.runtime import layout
 from runtime_probe.trust.check import check_archive
 
 __all__ = ["Device", "Phase", "Shared", "archive_phase", "constants_phase", "golden_phase", "host_phase", "load_phase", "package_device"]

@@ -1,11 +1,11 @@
 """``probe --latency-raw FILE``: every timed call's seconds, for the user's own statistics or plots.
 
-The report keeps the statistics alone (runtime_probe/latency.py); a timed run's per-call times
+The report keeps the statistics alone (runtime_probe/reporting/latency.py); a timed run's per-call times
 can be millions of numbers, so they go to their own file, on request. The child returns them
 beside the summary (child/ops.py ``raw_times``); the golden phase keeps them here, on ``Shared``,
 under the run's name as its latency line shows it (``example``, ``shapes2``; with --all-devices
 the device first: ``cuda:1/example``); the probe writes them once at its end, through the path
-rule and output.py's writer like every other output. The file::
+rule and reporting/output.py's writer like every other output. The file::
 
     {"unit": "s", "runs": {"example": {"device": "cpu", "threads": 8, "warmup": 10,
                                        "times_s": [0.00021, ...]},
@@ -19,9 +19,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime_probe.output import write_output
-from runtime_probe.paths import probe_paths
 from runtime_probe.probe.state import Device, Shared
+from runtime_probe.reporting.output import write_output
+from runtime_probe.reporting.paths import probe_paths
 
 __all__ = ["keep_raw", "write_raw"]
 

@@ -21,13 +21,10 @@ from typing import Any
 
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import ChildFailure, Worker
-from runtime_probe.errors import UsageError
 from runtime_probe.host.rules import parse_device
 from runtime_probe.ladder.steps import LadderContext, run_ladder
-from runtime_probe.output import check_report_path, is_stdout
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.private_copy import tmpdir_finding
-from runtime_probe.paths import probe_paths
 from runtime_probe.probe.load_log import ENV as LOAD_LOG_ENV
 from runtime_probe.probe.options import PHASES, ProbeOptions, ProgressFn
 from runtime_probe.probe.phases import (
@@ -43,9 +40,12 @@ from runtime_probe.probe.phases import (
 )
 from runtime_probe.probe.raw_times import write_raw
 from runtime_probe.probe.shapes import parse_shapes, shape_sets
-from runtime_probe.recorder import Recorder, StepFailed, StepResult, run_steps
-from runtime_probe.report import PhaseResult, Report, make_phase
-from runtime_probe.terminate import Terminated, signals_raise, terminated_finding
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.output import check_report_path, is_stdout
+from runtime_probe.reporting.paths import probe_paths
+from runtime_probe.reporting.recorder import Recorder, StepFailed, StepResult, run_steps
+from runtime_probe.reporting.report import PhaseResult, Report, make_phase
+from runtime_probe.runtime.terminate import Terminated, signals_raise, terminated_finding
 from runtime_probe.trust.signature import load_public_key
 
 __all__ = ["PHASES", "ProbeOptions", "probe"]
@@ -118,7 +118,7 @@ def probe(path: str | os.PathLike[str], options: ProbeOptions | None = None, pro
 
     Everything is read from one private copy of the package (package/private_copy.py), in a
     temporary folder that is removed on the way out, also after a crash of the child, a timeout,
-    an escalation, SIGTERM or SIGHUP (terminate.py); the children's TMPDIR is inside it.
+    an escalation, SIGTERM or SIGHUP (runtime/terminate.py); the children's TMPDIR is inside it.
 
     Raises:
         UsageError: the package path or an option is unusable.

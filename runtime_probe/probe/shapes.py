@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime_probe.errors import UsageError
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import Dim, InputSpec
+from runtime_probe.reporting.errors import UsageError
 
 __all__ = ["describe", "parse_shapes", "resolve_shapes", "run_names", "shape_sets"]
 

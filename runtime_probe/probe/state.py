@@ -9,12 +9,12 @@ from typing import Any
 
 from runtime_probe.child.failures import Reporter, failure_finding
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildTimeout, Worker
-from runtime_probe.findings import Finding
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.probe.load_log import LoadLog
 from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.reporting.findings import Finding
 from runtime_probe.trust.signature import PublicKey
 
 __all__ = ["Device", "Phase", "Shared", "child_finding", "replay_kind"]

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe import layout
-from runtime_probe.findings import Finding, error, has_errors, info, warning
 from runtime_probe.package.archive import READ_ERRORS, Archive, check_hashes
 from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
+from runtime_probe.reporting.findings import Finding, error, has_errors, info, warning
+from runtime_probe.runtime import layout
 from runtime_probe.trust.signature import PublicKey, check_signature, read_signature, short_id
 
 __all__ = ["TrustCheck", "check_archive"]

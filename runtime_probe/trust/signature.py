@@ -31,11 +31,11 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe import layout
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import Finding, error
 from runtime_probe.formats.numbers import NumberError, schema_version
 from runtime_probe.package.archive import READ_ERRORS, Archive
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import Finding, error
+from runtime_probe.runtime import layout
 from runtime_probe.trust import ed25519 as _ed25519
 
 __all__ = [

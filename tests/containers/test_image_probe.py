@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
+from runtime_probe.runtime import layout
 from tests.integration.conftest import Built, run_probe
 
 from .conftest import NOTORCH_IMAGE, TORCH_IMAGE, aoti_guard, leftover_containers

@@ -74,7 +74,7 @@ def nan_chain() -> Any:
 
 
 def example_cuda() -> Any:
-    from aoti_guard.builder.example import example_spec
+    from aoti_guard.builder.resolve.example import example_spec
 
     spec = example_spec()
     from torch.utils import _pytree as pytree

@@ -1,4 +1,4 @@
-"""A CUDA build compares its outputs on the GPU, a chunk at a time (runtime_probe.numerics
+"""A CUDA build compares its outputs on the GPU, a chunk at a time (runtime_probe.runtime.numerics
 ``device``): the answers must be the CPU's."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aoti_guard.builder.validate.golden import ToleranceStats
-from runtime_probe import numerics
+from aoti_guard.builder.golden import ToleranceStats
+from runtime_probe.runtime import numerics
 
 pytestmark = pytest.mark.gpu
 
@@ -34,8 +34,8 @@ def test_comparisons_on_the_gpu_give_the_cpu_answers() -> None:
 
 def test_a_cuda_comparison_judges_as_the_cpu_one() -> None:
     """Comparison(device="cuda") stages the sample's tensors on the GPU once (compare._staged)."""
+    from aoti_guard.builder.golden import Sample
     from aoti_guard.builder.validate.compare import Comparison
-    from aoti_guard.builder.validate.golden import Sample
     from aoti_guard.builder.validate.tolerance import ToleranceRule
     from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 

@@ -1,5 +1,5 @@
 """A debug twin without weights of its own on CUDA (``--twin-weights shared``): the default there
-too since issue 26 (aoti_guard/builder/twin.py, ``weights``); these confirm it on a GPU. The CPU
+too since issue 26 (aoti_guard/builder/twin/schedule.py, ``weights``); these confirm it on a GPU. The CPU
 counterpart, run in CI: tests/integration/test_twin_weights.py."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime_probe.escaping import for_markdown
+from runtime_probe.reporting.escaping import for_markdown
 
 from .attack import Attack, AttackContext, AttackSucceeded, all_attacks
 

@@ -192,7 +192,7 @@ def _weights(name: str, torch: Any, model: Any) -> dict[str, Any]:
 
 
 def _run_one(case: CallCase, torch: Any, model: Any, x: Any) -> dict[str, Any]:
-    from runtime_probe.errors import GuardError
+    from runtime_probe.reporting.errors import GuardError
 
     try:
         if case.name.startswith("weights-"):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe import layout
+from runtime_probe.runtime import layout
 
 if TYPE_CHECKING:
     from .make_corpus import _Corpus
@@ -58,7 +58,7 @@ def _report_paths(c: _Corpus) -> None:
 
 
 def _write_paths(c: _Corpus) -> None:
-    """Issue 25, defect 4: one rule for every path the probe writes (runtime_probe/paths.py). Each
+    """Issue 25, defect 4: one rule for every path the probe writes (runtime_probe/reporting/paths.py). Each
     of these is refused with exit 2 before any work; the file it names is unchanged."""
     saved = c.out / "cli-saved"
     saved.mkdir(exist_ok=True)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe import layout
 from runtime_probe.formats.safetensors import ITEMSIZE, TORCH_TO_DTYPE
+from runtime_probe.runtime import layout
 
 if TYPE_CHECKING:
     from .make_corpus import _Corpus

@@ -1,5 +1,5 @@
 """Saved ExportedPrograms (``torch.export.save``) that carry a payload, for the attack pass and the
-unit tests of ``aoti_guard/builder/saved_program.py``.
+unit tests of ``aoti_guard/builder/resolve/saved_program.py``.
 
 ``make_program`` saves a real tiny program (a Linear with a dynamic batch); each entry of
 ``PAYLOADS`` rewrites one of its entries so that loading or running it with plain torch 2.13 runs

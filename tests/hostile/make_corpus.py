@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime_probe import layout
+from runtime_probe.runtime import layout
 
 from . import corpus_cli, corpus_manifest, corpus_zip, zipcraft
 

@@ -60,7 +60,7 @@ def build_package(out_dir: Path, name: str, target: str | None, *extra: str) -> 
 def march_lever() -> bool:
     """This torch can build for a CPU level: Inductor's ``cpp.march`` (2.12+; torch 2.11 hard-codes
     -march=native, and the build then refuses ``--cpu-isa`` and builds its default for the build host)."""
-    from aoti_guard.builder.compile import has_config
+    from aoti_guard.builder.compile.aoti import has_config
 
     return has_config("cpp.march")
 

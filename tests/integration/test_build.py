@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
 from runtime_probe.host.cpu import cpu_flags
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION, Dim, parse_manifest
-from runtime_probe.report import REPORT_SCHEMA_VERSION
+from runtime_probe.reporting.report import REPORT_SCHEMA_VERSION
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, build_package, march_lever, run_cli
 
@@ -38,10 +38,10 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     assert [p["name"] for p in report["phases"]] == ["resolve", "export", "compile", "validate", "debug_twin", "package"]
     assert all(p["status"] == "passed" for p in report["phases"])
     for phase in ("export", "compile", "validate", "debug_twin", "package"):
-        assert f"[{phase}] passed in" in example_pkg.stderr  # the one progress format (runtime_probe/progress.py)
+        assert f"[{phase}] passed in" in example_pkg.stderr  # the one progress format (runtime_probe/reporting/progress.py)
     assert report["package"]["sha256"] and report["package"]["bytes"] == example_pkg.path.stat().st_size
     assert "Traceback" not in example_pkg.stderr
-    # on CPU the twin compiled in a child beside the release model (builder/twin.py)
+    # on CPU the twin compiled in a child beside the release model (builder/twin/schedule.py)
     twin = next(p for p in report["phases"] if p["name"] == "debug_twin")
     assert twin["detail"]["where"] == "a child process, beside the release compile" and twin["detail"]["child_s"] > 0
     # the compile's line (and its heartbeat) names the release compile the phase waits on, the twin beside it
@@ -56,7 +56,7 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
     package = next(p for p in report["phases"] if p["name"] == "package")
     early = package["detail"]["early_hashes"]
     assert early["entries"] > 0 and early["bytes"] > 0 and "error" not in early
-    # the manifest's constant digests were taken while the release model compiled (constant_digests.py)
+    # the manifest's constant digests were taken while the release model compiled (compile/constant_digests.py)
     digests = package["detail"]["constant_digests"]
     assert digests["early"] == report["extra"]["manifest_summary"]["constants"] > 0 and digests["again"] == 0
     parts = package["detail"]["timings"]  # where the phase's seconds went, part by part
@@ -66,7 +66,7 @@ def test_example_build_reports_every_phase_with_times(example_pkg: Built) -> Non
 
 def test_the_constant_digests_taken_during_the_compile_are_those_the_package_holds(example_pkg: Built) -> None:
     """The manifest's constant digests, taken on a thread while the release model compiled
-    (builder/constant_digests.py), equal the digests of the constants as the built package's own
+    (builder/compile/constant_digests.py), equal the digests of the constants as the built package's own
     model holds them (read as the build's pairing of renamed constants reads them). A constant the
     compiler inlined into its code (``storage`` "inlined") has no value to read back."""
     from runtime_probe.package.release_constants import release_constant_digests
@@ -98,7 +98,7 @@ def test_static_manifest_matches_the_model(static_pkg: Built) -> None:
     (out,) = m.io.outputs
     assert out.name == "output" and out.tensor is not None and out.tensor.shape == (8, 16)
     # constants: FQNs, dtypes, shapes and content hashes of the real parameters
-    from aoti_guard.builder.contract import tensor_sha256
+    from aoti_guard.builder.export.contract import tensor_sha256
 
     by_fqn = {c.fqn: c for c in m.constants}
     assert set(by_fqn) == {"lin.weight", "lin.bias"}
@@ -184,7 +184,7 @@ def _run_py(code: str) -> subprocess.CompletedProcess[str]:
 def test_plain_torch_still_loads_the_release_model(example_pkg: Built) -> None:
     code = f"""
 import torch
-from aoti_guard.builder.example import example_spec
+from aoti_guard.builder.resolve.example import example_spec
 spec = example_spec()
 m = torch._inductor.aoti_load_package({str(example_pkg.path)!r})
 for b in (1, 5, 64):

@@ -1,4 +1,4 @@
-"""``runtime_probe.compiled_model.CompiledModel``: torch's ``AOTICompiledModel`` behaviour over the
+"""``runtime_probe.runtime.compiled_model.CompiledModel``: torch's ``AOTICompiledModel`` behaviour over the
 same C++ loader, without importing Inductor in the loading process (a serving process's cold
 start, the probe's child, the build's validation child: ~1 CPU-second each, docs/benchmarks.md)."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout, torch_compat
-from runtime_probe.compiled_model import CompiledModel
+from runtime_probe.runtime import layout, torch_compat
+from runtime_probe.runtime.compiled_model import CompiledModel
 
 from . import models
 from .conftest import Built

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from runtime_probe import load
-from runtime_probe.errors import InputContractError
 from runtime_probe.guard.load import GuardedModel
+from runtime_probe.reporting.errors import InputContractError
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION
+from runtime_probe.reporting.errors import InputContractError
 
 from .conftest import MODELS, Built, build_package, run_cli
 from .test_probe import probe_json

@@ -18,11 +18,11 @@ import pytest
 import torch
 from torch.export import Dim
 
-from aoti_guard.builder.binding import bind
-from aoti_guard.builder.export import export_program
-from aoti_guard.builder.export_hints import Tie
+from aoti_guard.builder.export.hints import Tie
+from aoti_guard.builder.export.program import export_program
+from aoti_guard.builder.resolve.binding import bind
 from aoti_guard.spec import BuildSpec
-from runtime_probe.recorder import StepFailed
+from runtime_probe.reporting.recorder import StepFailed
 
 from .conftest import HERE, MODELS, build_package, run_cli
 
@@ -238,8 +238,8 @@ class _Shifted(torch.nn.Module):
 def test_find_ties_reads_torchs_own_program_and_leaves_an_unrelated_input_alone() -> None:
     """No compile: the second export (undeclared dims free) gives labels:1 = seq + 1 and labels:0 =
     batch, and nothing for the table of 3, whose size no declared symbol has."""
-    from aoti_guard.builder.export_hints import declared_dims
-    from aoti_guard.builder.export_ties import find_ties
+    from aoti_guard.builder.export.hints import declared_dims
+    from aoti_guard.builder.export.ties import find_ties
 
     model = _Shifted()
     args = (torch.zeros(2, 16, dtype=torch.long), torch.zeros(2, 17, dtype=torch.long), torch.ones(3))

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import MANIFEST_SCHEMA_VERSION
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, build_package, run_cli
 from .test_probe import codes, probe_json, rewrite

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.errors import InputContractError, PackageRejected
+from runtime_probe.reporting.errors import InputContractError, PackageRejected
 
 from .conftest import Built
 
@@ -68,7 +68,7 @@ def test_guarded_loader_names_the_argument(example_model: Any, case: str) -> Non
 def test_good_calls_by_position_and_keyword(example_model: Any) -> None:
     import torch
 
-    from aoti_guard.builder.example import example_spec
+    from aoti_guard.builder.resolve.example import example_spec
 
     spec = example_spec()
     for b in (1, 7, 64):
@@ -198,7 +198,7 @@ def test_weights_are_checked_before_load_constants(example_pkg: Built) -> None:
     import torch
 
     from runtime_probe import load
-    from runtime_probe.errors import ConstantsContractError
+    from runtime_probe.reporting.errors import ConstantsContractError
 
     example_model = load(example_pkg.path)  # its own instance: the swap below changes its weights
 

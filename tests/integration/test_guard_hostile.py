@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from runtime_probe import load
-from runtime_probe.errors import InputContractError
 from runtime_probe.guard.load import GuardedModel
+from runtime_probe.reporting.errors import InputContractError
 from tests.hostile.corpus_calls import PACKAGES, CallOutcome, run_calls
 
 from .conftest import Built

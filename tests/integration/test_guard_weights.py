@@ -27,7 +27,7 @@ def _child(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 _SLICE = """
 import sys, torch, models
 from runtime_probe import load
-from runtime_probe.errors import ConstantsContractError
+from runtime_probe.reporting.errors import ConstantsContractError
 model, (x,) = models.static()
 guarded = load(sys.argv[1])
 big = torch.zeros(64, 16)
@@ -59,7 +59,7 @@ def test_a_slice_of_a_larger_tensor_is_refused_before_torch_copies_its_storage(s
 _WEIGHTLESS = """
 import sys, torch, models
 from runtime_probe import load
-from runtime_probe.errors import ConstantsContractError
+from runtime_probe.reporting.errors import ConstantsContractError
 model, (x,) = models.static()
 guarded = load(sys.argv[1])
 for step in ("before", "partial"):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from runtime_probe import load
-from runtime_probe.errors import PackageRejected
 from runtime_probe.inspect import inspect_package
+from runtime_probe.reporting.errors import PackageRejected
 from tests.hostile.attack import all_attacks
 from tests.hostile.corpus_calls import CALLS
 from tests.hostile.make_corpus import Case, Keys, make_corpus, make_keys

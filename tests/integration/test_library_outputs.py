@@ -58,7 +58,7 @@ def test_probe_runs_the_golden_samples_without_the_library(encoder_pkg: Built, t
 
 
 def test_the_twin_compiles_in_a_child_that_cannot_import_the_output_type(encoder_pkg: Built) -> None:
-    """builder/twin.py: the child gets a flat program, so an output type only the factory registered
+    """builder/twin/schedule.py: the child gets a flat program, so an output type only the factory registered
     (a ModelOutput, a DynamicCache) does not send the twin back to the build's own process."""
     assert encoder_pkg.report is not None
     twin = next(p for p in encoder_pkg.report["phases"] if p["name"] == "debug_twin")
@@ -99,12 +99,12 @@ def test_the_twin_takes_the_models_call_structure_by_name(encoder_pkg: Built) ->
 
 
 def test_a_boundary_that_cannot_be_sampled_fails_the_build(pkg_dir: Path) -> None:
-    from aoti_guard.builder.validate.golden import coverage
+    from aoti_guard.builder.golden import coverage
     from runtime_probe.package.manifest import IOContract, Symbol
 
     contract = IOContract(params=(), inputs=(), outputs=(), symbols=(Symbol("n", 2, 12, ()),), in_spec="", out_spec="")
 
-    from aoti_guard.builder.validate.golden import Sample
+    from aoti_guard.builder.golden import Sample
 
     table, gaps = coverage(contract, [Sample("example", {"n": 5}, [])])
     assert table["n"]["tested"] == [5]
@@ -120,7 +120,7 @@ def test_shifted_size_relation_is_sampled(pkg_dir: Path) -> None:
 
 
 def test_offline_download_in_a_factory_gets_a_hint() -> None:
-    from aoti_guard.builder.resolve import factory_hint
+    from aoti_guard.builder.resolve.target import factory_hint
 
     try:
         try:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
-from runtime_probe.report import REPORT_SCHEMA_VERSION
+from runtime_probe.reporting.report import REPORT_SCHEMA_VERSION
+from runtime_probe.runtime import layout
 
 from .conftest import Built, run_cli, run_probe
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
-from runtime_probe.errors import PackageRejected
+from runtime_probe.reporting.errors import PackageRejected
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, build_package, run_cli, run_probe
 
@@ -138,12 +138,12 @@ def test_build_with_an_unusable_key_fails_before_compiling(which: str, keys: tup
 
 def test_build_that_cannot_sign_writes_nothing(keys: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from aoti_guard.builder import pipeline as builder
-    from runtime_probe.errors import ToolError
+    from runtime_probe.reporting.errors import ToolError
 
     def refuse(manifest: bytes, key: object) -> None:
         raise ToolError("the signing service is down (simulated)")
 
-    monkeypatch.setattr("aoti_guard.builder.assemble.sign_manifest", refuse)  # the build signs the manifest bytes there
+    monkeypatch.setattr("aoti_guard.builder.package.assemble.sign_manifest", refuse)  # the build signs the manifest bytes there
     out = tmp_path / "m.pt2"
     report = builder.build(f"{MODELS}:static", builder.BuildOptions(output=str(out), debug_twin=False, sign_key=str(keys[0])))
     assert not report.passed and report.exit_code == 1

@@ -1,4 +1,4 @@
-"""The debug twin's child process (builder/twin.py) does not outlive a build that stops early."""
+"""The debug twin's child process (builder/twin/schedule.py) does not outlive a build that stops early."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from aoti_guard import _proc
-from aoti_guard.builder import compile as compile_mod
 from aoti_guard.builder import pipeline
-from aoti_guard.builder import twin as twin_mod
+from aoti_guard.builder.compile import aoti as compile_mod
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.spec import BuildSpec
 
 pytestmark = pytest.mark.integration

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
 from runtime_probe.child.worker import ChildRaised, Worker
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import parse_manifest
 from runtime_probe.package.twin import materialize_twin
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, build_package
 from .test_escalate import escalate_phase

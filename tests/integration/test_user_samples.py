@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import torch
 
-from aoti_guard.builder.example import example_spec
-from runtime_probe import layout
+from aoti_guard.builder.resolve.example import example_spec
 from runtime_probe.formats import safetensors as st
+from runtime_probe.runtime import layout
 
 from .conftest import MODELS, Built, build_package, run_cli, run_probe
 

@@ -25,7 +25,7 @@ _CALL = """
 import sys, warnings
 warnings.filterwarnings("ignore")
 import torch, runtime_probe
-from runtime_probe.errors import InputContractError
+from runtime_probe.reporting.errors import InputContractError
 model = runtime_probe.load(sys.argv[1], **({"check_values": False} if sys.argv[2] == "off" else {}))
 torch.manual_seed(0)
 ids, mask = torch.randint(0, 1000, (2, 12)), torch.ones(2, 12, dtype=torch.int64)
@@ -71,7 +71,7 @@ def test_the_device_mode_returns_nan_for_a_bad_call_and_raises_at_the_sync(guard
     import torch
 
     import runtime_probe
-    from runtime_probe.errors import InputContractError
+    from runtime_probe.reporting.errors import InputContractError
 
     package = guard_pkg("distilbert")
     device, sync = runtime_probe.load(package, check_values="device"), runtime_probe.load(package)

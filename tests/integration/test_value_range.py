@@ -60,7 +60,7 @@ def test_the_guarded_loader_checks_the_recorded_range_by_default_on_cpu(embed_pk
     import torch
 
     import runtime_probe
-    from runtime_probe.errors import InputContractError
+    from runtime_probe.reporting.errors import InputContractError
 
     ids = torch.randint(0, 1000, (4, 6))
     ids[2, 5] = 1_000_000_000

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runtime_probe import layout
+from runtime_probe.runtime import layout
 
 from .test_manifest import minimal
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.errors import UsageError
 from runtime_probe.package.archive import Limits, check_hashes, open_archive
+from runtime_probe.reporting.errors import UsageError
 from tests.hostile.zipcraft import Raw, central_header, end_record, local_header
 
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from aoti_guard import BuildSpec
-from aoti_guard.builder import binding as binding_mod
-from aoti_guard.builder.binding import bind
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.pipeline import export_step, resolve_step
+from aoti_guard.builder.resolve import binding as binding_mod
+from aoti_guard.builder.resolve.binding import bind
 from aoti_guard.builder.state import BuildState
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aoti_guard.builder.device import AUTO, resolve_device, tensor_devices
+from aoti_guard.builder.resolve.device import AUTO, resolve_device, tensor_devices
 from aoti_guard.spec import BuildSpec
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 
 
 class TwoLayers(torch.nn.Module):

@@ -101,7 +101,8 @@ def test_an_unreadable_value_exits_2_with_a_hint(argv: list[str], message: str, 
 
 
 def test_the_choices_are_the_deciding_modules() -> None:
-    from aoti_guard.builder import targets, twin
+    from aoti_guard.builder.compile import targets
+    from aoti_guard.builder.twin import schedule as twin
     from aoti_guard.builder.validate import onnx_reference
 
     choices = {flag.name: flag.choices for flag in BUILD_FLAGS if flag.kind == "choice"}

@@ -11,8 +11,8 @@ import torch
 from torch.export import Dim
 
 from aoti_guard import BuildSpec
-from aoti_guard.builder.binding import bind
-from aoti_guard.builder.export import eager_run, export_program, fresh_inputs
+from aoti_guard.builder.export.program import eager_run, export_program, fresh_inputs
+from aoti_guard.builder.resolve.binding import bind
 
 
 class GrowsItsCache(torch.nn.Module):

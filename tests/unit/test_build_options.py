@@ -10,7 +10,7 @@ import pytest
 
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.pipeline import check_options
-from runtime_probe.errors import ToolError, UsageError
+from runtime_probe.reporting.errors import ToolError, UsageError
 
 
 def _options(tmp_path: Path, **kw: Any) -> BuildOptions:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aoti_guard.cli import main
-from runtime_probe.errors import GuardError, InputContractError, PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.errors import GuardError, InputContractError, PackageRejected, ToolError, UsageError
 
 HOSTILE = "x\x1b[2J\x1b[32mBUILD PASSED\x1b[0m\r\u202eevil\nnext"
 

@@ -18,9 +18,9 @@ from aoti_guard.cli import cli as click_cli
 from aoti_guard.cli import main as aoti_guard_main
 from runtime_probe.cli import build_parser
 from runtime_probe.cli import main as probe_main
-from runtime_probe.errors import ToolError
 from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, probe_options
 from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.reporting.errors import ToolError
 
 from ..schemas import validate
 from .fakepkg import make_package, write_key_pair
@@ -325,8 +325,8 @@ def _build_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
 
     from aoti_guard.builder import pipeline
-    from runtime_probe.findings import warning
-    from runtime_probe.report import PhaseResult, Report
+    from runtime_probe.reporting.findings import warning
+    from runtime_probe.reporting.report import PhaseResult, Report
 
     def fake_build(target: Any, options: Any, progress: Any = None, **_: Any) -> Report:
         warnings.warn("isinstance(treespec, LeafSpec) is deprecated", FutureWarning, stacklevel=1)
@@ -378,7 +378,7 @@ _FIRST_IMPORT_BUILD = """
 import logging, sys
 from aoti_guard import cli
 from aoti_guard.builder import pipeline
-from runtime_probe.report import Report
+from runtime_probe.reporting.report import Report
 
 assert "torch" not in sys.modules  # the build imports torch itself, after the CLI set up its log
 

@@ -1,4 +1,4 @@
-"""The program's constants hashed while the release model compiles (builder/constant_digests.py):
+"""The program's constants hashed while the release model compiles (builder/compile/constant_digests.py):
 an early digest is handed on only for a tensor that is still the one hashed."""
 
 from __future__ import annotations
@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aoti_guard.builder.constant_digests import ConstantDigests
-from aoti_guard.builder.contract import extract_constants, tensor_sha256
+from aoti_guard.builder.compile.constant_digests import ConstantDigests
+from aoti_guard.builder.export.contract import extract_constants, tensor_sha256
 
 
 def test_unchanged_tensors_take_the_early_digest_without_hashing_again(monkeypatch: pytest.MonkeyPatch) -> None:
     tensors = {"w": torch.randn(64, 64), "b": torch.arange(10, dtype=torch.int64)}
     digests = ConstantDigests(tensors)
     digests.wait()
-    import aoti_guard.builder.contract as contract
+    import aoti_guard.builder.export.contract as contract
 
     calls: list[object] = []
     original = contract.tensor_sha256

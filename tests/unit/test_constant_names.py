@@ -1,10 +1,10 @@
-"""Pairing the program's constants with the package's names by value (builder/constant_names.py)."""
+"""Pairing the program's constants with the package's names by value (builder/compile/constant_names.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aoti_guard.builder.constant_names import pair_renamed
+from aoti_guard.builder.compile.constant_names import pair_renamed
 
 
 def _d(sha: str, shape: tuple[int, ...] = (12,), dtype: str = "float32") -> dict[str, Any]:
@@ -66,7 +66,7 @@ def test_a_package_constant_no_program_value_matches_is_kept_under_its_own_name(
 
 def test_the_manifest_records_both_names_and_every_package_constant() -> None:
 
-    from aoti_guard.builder.contract import extract_constants
+    from aoti_guard.builder.export.contract import extract_constants
 
     ep = _with_offset()
     runtime = {"_tensor_constant0": "_tensor_constant0", "_extra": "_extra"}
@@ -104,10 +104,10 @@ def test_a_failed_read_of_the_packages_values_is_a_warning_naming_the_constants(
 def test_a_manifest_that_lists_two_constants_under_one_loaded_name_is_refused(tmp_path: Any) -> None:
     """A lying manifest: a renamed constant given another constant's package name would hide one of
     the package's constants from the probe's check and from --weights."""
-    from runtime_probe import layout
     from runtime_probe.package.archive import open_archive
     from runtime_probe.package.manifest import parse_manifest
     from runtime_probe.package.manifest_rules import check_manifest
+    from runtime_probe.runtime import layout
     from tests.unit.fakepkg import make_package
 
     def constant(fqn: str, runtime_fqn: str | None) -> dict[str, Any]:

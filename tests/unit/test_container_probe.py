@@ -17,9 +17,9 @@ import pytest
 
 from aoti_guard.container import docker_run as dr
 from aoti_guard.container.probe import ImageProbeOptions, ProbeSource, probe_in_image, target_device, wants_gpus
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import CODES, EXIT_CODES, error, exit_code_of, info
-from runtime_probe.report import Report
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import CODES, EXIT_CODES, error, exit_code_of, info
+from runtime_probe.reporting.report import Report
 
 docker = pytest.importorskip("docker", reason="the docker SDK is part of the [containers] extra")
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aoti_guard.builder import determinism  # noqa: E402
+from aoti_guard.builder.export import determinism  # noqa: E402
 
 
 def _scan(model: Any, *args: Any) -> determinism.GraphState:

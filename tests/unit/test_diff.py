@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runtime_probe.diff import diff_packages, render_diff
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 from tests.schemas import validate
 
 from .fakepkg import make_package, replacing

@@ -1,4 +1,4 @@
-"""A full disk is the machine's doing, and the tools say so (runtime_probe.errors.environment_error).
+"""A full disk is the machine's doing, and the tools say so (runtime_probe.reporting.errors.environment_error).
 
 The GPU zoo ran nine full-size builds at once on a 64 GB disk: builds that hit the full disk in
 their own process ended as "tool.bug: build failed unexpectedly (a bug)", and a validation child
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aoti_guard.cli import main as aoti_guard_main
-from runtime_probe.errors import ToolError, environment_error
+from runtime_probe.reporting.errors import ToolError, environment_error
 
 
 def test_enospc_and_quota_are_tool_errors_with_a_hint() -> None:

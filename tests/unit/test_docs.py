@@ -16,7 +16,7 @@ def test_findings_doc_is_current() -> None:
 
 def test_every_registered_code_is_used_somewhere() -> None:
     """A registered code nobody emits is dead weight (or a typo on the emitting side)."""
-    from runtime_probe.findings import CODES
+    from runtime_probe.reporting.findings import CODES
 
     sources = "\n".join(p.read_text() for d in ("runtime_probe", "aoti_guard") for p in (ROOT / d).rglob("*.py") if p.name != "findings.py")
     unused = [code for code in CODES if f'"{code}"' not in sources and f"'{code}'" not in sources and not _built_dynamically(code)]

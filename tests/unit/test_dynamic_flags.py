@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from aoti_guard.builder.dynamic import DynamicDim, dynamic_shapes_from_flags, parse_dynamic
-from aoti_guard.builder.export import export_hint, suggested_fixes
-from runtime_probe.errors import UsageError
+from aoti_guard.builder.export.program import export_hint, suggested_fixes
+from aoti_guard.builder.resolve.dynamic import DynamicDim, dynamic_shapes_from_flags, parse_dynamic
+from runtime_probe.reporting.errors import UsageError
 
 
 def test_plain_and_derived_flags_parse() -> None:

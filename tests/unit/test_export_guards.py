@@ -13,14 +13,14 @@ import pytest
 import torch
 from torch.export import Dim
 
-from aoti_guard.builder import contract as contract_mod
-from aoti_guard.builder.binding import bind
-from aoti_guard.builder.export_guards import Untranslatable, read_guards, translate
-from aoti_guard.builder.validate.golden import coverage, make_samples, satisfy_guards
-from runtime_probe.errors import InputContractError
+from aoti_guard.builder.export import contract as contract_mod
+from aoti_guard.builder.export.guards import Untranslatable, read_guards, translate
+from aoti_guard.builder.golden import coverage, make_samples, satisfy_guards
+from aoti_guard.builder.resolve.binding import bind
 from runtime_probe.formats import symexpr
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.package.manifest import Manifest, ShapeGuard, dump_manifest, parse_manifest
+from runtime_probe.reporting.errors import InputContractError
 
 from .test_manifest import minimal
 
@@ -414,7 +414,7 @@ def test_a_guard_over_max_and_mod_on_wide_ranges_is_proven_by_its_bounds() -> No
 def test_interval_bounds_prove_only_what_holds() -> None:
     import sympy
 
-    from aoti_guard.builder.guard_bounds import holds_on_ranges
+    from aoti_guard.builder.export.guard_bounds import holds_on_ranges
 
     seq, past, w = sympy.symbols("seq past w", integer=True)
     padded = seq * sympy.Max(1, 8 + past + seq - sympy.Mod(past + seq, 8))

@@ -1,15 +1,15 @@
 """torch.export's messages (recorded from torch 2.13, and the older wording of 2.11) turned into the
-exact fix for the sizes the user asked: aoti_guard/builder/export_hints.py.
+exact fix for the sizes the user asked: aoti_guard/builder/export/hints.py.
 
 The round trips (following the hint builds a package whose contract has the asked range) are in
 tests/integration/test_export_hints.py."""
 
 from __future__ import annotations
 
-from aoti_guard.builder.export_hints import Declared, Tie, advise, library_type_hint, parse_fixes, pinned_by_a_tie, suggested_fixes
-from aoti_guard.builder.export_ranges import example_outside_advice
-from runtime_probe.findings import error
-from runtime_probe.report import format_finding
+from aoti_guard.builder.export.hints import Declared, Tie, advise, library_type_hint, parse_fixes, pinned_by_a_tie, suggested_fixes
+from aoti_guard.builder.export.ranges import example_outside_advice
+from runtime_probe.reporting.findings import error
+from runtime_probe.reporting.report import format_finding
 
 _TAIL = (
     "The error above occurred when calling torch.export.export. If you would like to view some more information about this "

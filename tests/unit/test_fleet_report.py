@@ -15,9 +15,9 @@ from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, Issue, NodeClass, N
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
 from aoti_guard.fleet.sources import Limits, read_report
 from aoti_guard.fleet.trust import gather
-from runtime_probe.findings import error
 from runtime_probe.node_check import report_file_name as node_file_name
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting.findings import error
+from runtime_probe.reporting.report import Report, make_phase
 from tests.gfm import markup_added, references, render
 from tests.unit.test_markdown_escaping import ALL
 

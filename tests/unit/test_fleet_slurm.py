@@ -11,7 +11,7 @@ import pytest
 from aoti_guard.cli import main
 from aoti_guard.fleet.slurm import SlurmPlan, render_batch, render_prolog, render_submit
 from runtime_probe import node_check
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 from tests.hostile.script_stubs import argv_of, calls, payloads_ran, run_script, stub_bin
 
 PLAN = SlurmPlan(package="/shared/m.pt2", reports="/shared/reports", nodelist="gpu[01-04]", gpus=1, probe_args="--fast --timeout 60")

@@ -16,7 +16,7 @@ from aoti_guard.fleet import trust
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS, NodeResult
 from aoti_guard.fleet.report import aggregate
 from aoti_guard.fleet.sources import Limits
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 from tests.unit.test_fleet_report import A10, H100, probe_report, write
 
 NOW = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)

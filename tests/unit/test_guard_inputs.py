@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
-from runtime_probe.errors import InputContractError
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.package.manifest import Manifest, parse_manifest
+from runtime_probe.reporting.errors import InputContractError
 
 from .test_manifest import minimal
 

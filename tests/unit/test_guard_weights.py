@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.errors import ConstantsContractError
 from runtime_probe.package.manifest import Manifest, parse_manifest
+from runtime_probe.reporting.errors import ConstantsContractError
 from tests.unit.test_manifest import minimal
 
 torch = pytest.importorskip("torch")

@@ -1,12 +1,12 @@
-"""runtime_probe.latency: percentiles only with enough calls, mean ± std, throughput, the CV warning,
+"""runtime_probe.reporting.latency: percentiles only with enough calls, mean ± std, throughput, the CV warning,
 and the text line the probe prints for them."""
 
 from __future__ import annotations
 
 import pytest
 
-from runtime_probe.latency import CV_WARN, percentile, summarize
-from runtime_probe.report import latency_lines
+from runtime_probe.reporting.latency import CV_WARN, percentile, summarize
+from runtime_probe.reporting.report import latency_lines
 
 
 def test_twenty_calls_give_no_p99() -> None:
@@ -44,7 +44,7 @@ def test_a_noisy_run_is_flagged() -> None:
 def test_the_thread_count_and_the_shapes_timed_are_in_the_line() -> None:
     """A CPU latency means little without the thread count it ran with, and a --shapes run's line
     says which sizes it timed (each of several sets has its own line)."""
-    from runtime_probe.report import _latency_lines, make_phase
+    from runtime_probe.reporting.report import _latency_lines, make_phase
 
     s = summarize([1.0, 1.1], wall_s=0.01, threads=4)
     assert s["threads"] == 4 and "threads" not in summarize([1.0], wall_s=0.01)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import runtime_probe
-from runtime_probe.errors import UsageError
+from runtime_probe.reporting.errors import UsageError
 
 MISSING = "/nonexistent/model.pt2"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_probe.escaping import for_markdown, for_markdown_code, for_markdown_fenced
-from runtime_probe.findings import error, warning
-from runtime_probe.markdown import render_markdown
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting.escaping import for_markdown, for_markdown_code, for_markdown_fenced
+from runtime_probe.reporting.findings import error, warning
+from runtime_probe.reporting.markdown import render_markdown
+from runtime_probe.reporting.report import Report, make_phase
 from tests.gfm import markup_added, references, render
 
 # one of each way text can become markup on GitHub

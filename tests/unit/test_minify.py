@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from aoti_guard.builder.minify import MARKER, check_minify_dir, minify_dir, minify_reason, parse_minifier_log
-from runtime_probe.errors import UsageError
-from runtime_probe.findings import error, warning
-from runtime_probe.report import make_phase
+from aoti_guard.builder.minify.driver import MARKER, check_minify_dir, minify_dir, minify_reason, parse_minifier_log
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.findings import error, warning
+from runtime_probe.reporting.report import make_phase
 
 # Lines as torch 2.13's minifier prints them (interleaved with warnings and strategy lines).
 LOG = """\

@@ -1,4 +1,4 @@
-"""The compiled wrapper's own input checks against the contract (aoti_guard/builder/native_bounds.py).
+"""The compiled wrapper's own input checks against the contract (aoti_guard/builder/compile/native_bounds.py).
 
 Inductor narrows a CPU convolution's batch from 1..16 to 1..15 while compiling (its fake kernel
 asks ``batch >= 16``, answered False for the example's side): the package then refuses batch 16
@@ -9,7 +9,7 @@ too large at 0, expected to be <= 15``).
 
 from __future__ import annotations
 
-from aoti_guard.builder.native_bounds import narrow_contract
+from aoti_guard.builder.compile.native_bounds import narrow_contract
 from runtime_probe.formats.wrapper_cpp import SizeCheck as NativeBound
 from runtime_probe.formats.wrapper_cpp import size_checks as native_bounds
 from runtime_probe.package.manifest import Dim, InputSpec, IOContract, OutputSpec, Symbol, TensorSpec

@@ -1,7 +1,7 @@
 """Issue 40, finding 14: an output that names a FIFO or device never hangs the run.
 
 ``--log-file``, ``$GITHUB_STEP_SUMMARY`` and the reports are opened and written without blocking
-(runtime_probe/output.py): a FIFO without a reader, or with one that stops reading, costs that
+(runtime_probe/reporting/output.py): a FIFO without a reader, or with one that stops reading, costs that
 output (a warning), never the run. Each test runs with a small bound and a thread timeout, so a
 regression fails instead of hanging the suite.
 """
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe import markdown, output
-from runtime_probe.errors import ToolError
-from runtime_probe.findings import error
-from runtime_probe.output import append_output, write_atomic, write_output
-from runtime_probe.paths import Paths, Read
-from runtime_probe.progress import Progress
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting import markdown, output
+from runtime_probe.reporting.errors import ToolError
+from runtime_probe.reporting.findings import error
+from runtime_probe.reporting.output import append_output, write_atomic, write_output
+from runtime_probe.reporting.paths import Paths, Read
+from runtime_probe.reporting.progress import Progress
+from runtime_probe.reporting.report import Report, make_phase
 
 
 @pytest.fixture(autouse=True)

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from runtime_probe import layout
-from runtime_probe.errors import ToolError
 from runtime_probe.formats.numbers import NumberError, finite_float, json_int, schema_version
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting.errors import ToolError
+from runtime_probe.reporting.report import Report, make_phase
+from runtime_probe.runtime import layout
 from runtime_probe.trust.signature import SignatureEntry, SignatureFormatError, parse_signature
 
 from .fakepkg import make_package

@@ -1,4 +1,4 @@
-"""runtime_probe.numerics and the build's tolerance gathering: chunked reductions give the same
+"""runtime_probe.runtime.numerics and the build's tolerance gathering: chunked reductions give the same
 answers as whole-tensor ones, and their memory does not grow with the tensor.
 
 At full size one comparison of gpt2's logits (3.3 GB in float32) made float64 copies and
@@ -14,8 +14,8 @@ import textwrap
 import pytest
 import torch
 
-from aoti_guard.builder.validate.golden import ATOL_FLOOR, MARGIN, RTOL_FLOOR, ToleranceStats, excess_error
-from runtime_probe import numerics
+from aoti_guard.builder.golden import ATOL_FLOOR, MARGIN, RTOL_FLOOR, ToleranceStats, excess_error
+from runtime_probe.runtime import numerics
 
 
 def _pair(shape: tuple[int, ...], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,8 +87,8 @@ def test_tolerance_gathered_per_sample_follows_the_rule_over_all_pairs() -> None
 _PEAK = textwrap.dedent(
     """
     import resource, sys, torch
-    from runtime_probe import numerics
-    from aoti_guard.builder.validate.golden import ToleranceStats
+    from runtime_probe.runtime import numerics
+    from aoti_guard.builder.golden import ToleranceStats
     numerics.CHUNK = 1 << 18  # 2 MB in float64: the fixed cost stays far under the tensor's size
     n = 25_000_000
     a = torch.randn(n)

@@ -19,7 +19,7 @@ SAVER = textwrap.dedent(
     import dataclasses, json, os, sys
     import torch
     from torch.utils import _pytree as pytree
-    from aoti_guard.builder.saved_program import save_program
+    from aoti_guard.builder.resolve.saved_program import save_program
     from aoti_guard.builder.validate.onnx_reference import onnx_program
     from runtime_probe.package.manifest import InputSpec, IOContract
 
@@ -50,7 +50,7 @@ LOADER = textwrap.dedent(
     """
     import json, sys
     import torch
-    from aoti_guard.builder.saved_program import load_program
+    from aoti_guard.builder.resolve.saved_program import load_program
     out = {}
     try:
         load_program(sys.argv[1])

@@ -1,4 +1,4 @@
-"""Where reports go (runtime_probe/output.py): stdout, in place for non-regular files, the umask,
+"""Where reports go (runtime_probe/reporting/output.py): stdout, in place for non-regular files, the umask,
 and never over a file the run reads."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.errors import ToolError, UsageError
-from runtime_probe.output import check_report_path, current_umask, write_atomic, write_output
+from runtime_probe.reporting.errors import ToolError, UsageError
+from runtime_probe.reporting.output import check_report_path, current_umask, write_atomic, write_output
 
 
 def test_dash_writes_to_stdout(tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +56,7 @@ def test_a_symlink_to_a_fifo_stays_a_symlink(tmp_path: Path) -> None:
 
 
 def test_a_fifo_without_reader_fails_not_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime_probe.output._READER_WAIT_S", 0.2)
+    monkeypatch.setattr("runtime_probe.reporting.output._READER_WAIT_S", 0.2)
     fifo = tmp_path / "lonely.fifo"
     os.mkfifo(fifo)
     with pytest.raises(ToolError, match="cannot write the report"):

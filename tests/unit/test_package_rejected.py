@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import runtime_probe
-from runtime_probe.errors import PackageRejected
-from runtime_probe.findings import error, warning
+from runtime_probe.reporting.errors import PackageRejected
+from runtime_probe.reporting.findings import error, warning
 
 
 def test_a_truncated_file_is_refused_with_its_reason_in_the_message(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The one rule for every path a run writes (runtime_probe/paths.py, aoti_guard/builder/outputs.py),
+"""The one rule for every path a run writes (runtime_probe/reporting/paths.py, aoti_guard/builder/outputs.py),
 the lenient reading of a refused command line, and the isolation flags of every child."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from aoti_guard import _proc
 from aoti_guard.builder.outputs import build_paths, rejected_path, target_file
 from runtime_probe.child.isolation import child_environment, isolated_pythonpath, python_argv
 from runtime_probe.cli import lenient_values
-from runtime_probe.errors import UsageError
 from runtime_probe.ladder.readers import debugger_outcome
-from runtime_probe.paths import Paths, Read, Write, probe_paths
+from runtime_probe.reporting.errors import UsageError
+from runtime_probe.reporting.paths import Paths, Read, Write, probe_paths
 
 
 def test_a_report_over_a_read_file_is_refused_and_says_which(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_lenient_values_never_take_a_flags_value_for_the_positional() -> None:
 
 def test_every_child_is_started_with_the_working_directory_off_its_path() -> None:
     assert python_argv("m", "a")[:2] == [sys.executable, "-P"] and python_argv("m")[-2:] == ["-m", "m"]
-    assert _proc.python_argv("aoti_guard.builder.twin_child", "r")[1] == "-P"
+    assert _proc.python_argv("aoti_guard.builder.twin.child", "r")[1] == "-P"
     here = os.getcwd()
     assert isolated_pythonpath(os.pathsep.join(["", ".", "rel/dir", "/abs/dir"]), ("/first",)) == os.pathsep.join(["/first", "/abs/dir"])
     env = child_environment({"PYTHONPATH": os.pathsep.join(["", here, "x"])})

@@ -1,5 +1,5 @@
 """A sequence range past the model's config.max_position_embeddings is a build warning naming both
-numbers (aoti_guard/builder/positions.py; issue 44: a RoPE decoder built for 1..1024 against 256
+numbers (aoti_guard/builder/export/positions.py; issue 44: a RoPE decoder built for 1..1024 against 256
 passed without a word). The whole build of such a model: tests/integration/test_export_hints.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from aoti_guard.builder.positions import beyond_positions
+from aoti_guard.builder.export.positions import beyond_positions
 from runtime_probe.package.manifest import Dim, InputSpec, IOContract, TensorSpec
 
 

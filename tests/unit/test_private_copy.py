@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.errors import PackageRejected, UsageError
 from runtime_probe.package.private_copy import private_copy
 from runtime_probe.probe import run as probe_run
 from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.reporting.errors import PackageRejected, UsageError
 
 from .fakepkg import ENTRIES, make_package
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.progress import Progress
+from runtime_probe.reporting.progress import Progress
 
 from .fakepkg import make_package, write_key_pair
 
@@ -130,3 +130,11 @@ def test_both_command_lines_print_the_same_lines(tmp_path: Path) -> None:
         outs.append([TIMING.sub(" in Xs", line) for line in proc.stderr.splitlines() if line.startswith("[")])
     assert outs[0] == outs[1] and outs[0][:2] == ["[archive] start", "[archive] failed in Xs"]
     assert not any("\x1b" in line for line in outs[0])  # a pipe: no colour, no redraws
+
+
+def test_progress_is_importable_where_docs_api_says() -> None:
+    # docs/api.md tells users to pass ``runtime_probe.Progress()``; the module's own path is internal
+    import runtime_probe
+
+    assert runtime_probe.Progress is Progress
+    assert "Progress" in runtime_probe.__all__

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from runtime_probe.progress import HEARTBEAT_S, Progress
+from runtime_probe.reporting.progress import HEARTBEAT_S, Progress
 
 
 class _Tty(io.StringIO):

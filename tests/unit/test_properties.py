@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime_probe import layout
-from runtime_probe.findings import CODES, Finding
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import Manifest, ManifestError, parse_manifest
+from runtime_probe.reporting.findings import CODES, Finding
+from runtime_probe.runtime import layout
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import PublicKey, SignatureFormatError, parse_signature, public_key_from_pem
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aoti_guard.pt2 import writer
-from runtime_probe import layout
 from runtime_probe.package import archive
+from runtime_probe.runtime import layout
 
 
 def _package(path: Path, model: str, files: dict[str, bytes]) -> None:
@@ -47,7 +47,8 @@ def test_the_toolchain_reads_the_release_so_through_a_view(tmp_path: Path, monke
     tables through an mmap view of the stored entry, not a copy of the whole file in memory."""
     import torch
 
-    from aoti_guard.builder import assemble, toolchain
+    from aoti_guard.builder.compile import toolchain
+    from aoti_guard.builder.package import assemble
     from runtime_probe.formats.wrapper_cpp import WrapperFacts
 
     so = Path(torch.__file__).parent / "lib" / "libc10.so"  # a real C++ library: it needs GLIBCXX

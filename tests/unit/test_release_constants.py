@@ -65,7 +65,7 @@ def test_an_unreadable_package_is_an_error(tmp_path: Path) -> None:
 
 
 def test_the_model_library_is_the_wrapper_so_else_the_first_so() -> None:
-    from runtime_probe import layout
+    from runtime_probe.runtime import layout
 
     assert layout.model_library(["m/a.kernel.so", "m/b.wrapper.so", "m/c.cpp"]) == "m/b.wrapper.so"
     assert layout.model_library(["m/a.cpp", "m/k.so", "m/z.so"]) == "m/k.so"

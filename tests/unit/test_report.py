@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.errors import ToolError
-from runtime_probe.findings import CODES, Finding, Severity, error, info, warning
-from runtime_probe.report import REPORT_SCHEMA_VERSION, Report, junit_xml, make_phase, render_text, write_json
+from runtime_probe.reporting.errors import ToolError
+from runtime_probe.reporting.findings import CODES, Finding, Severity, error, info, warning
+from runtime_probe.reporting.report import REPORT_SCHEMA_VERSION, Report, junit_xml, make_phase, render_text, write_json
 
 
 def _report() -> Report:

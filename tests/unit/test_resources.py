@@ -11,11 +11,11 @@ import signal
 import pytest
 
 from aoti_guard.builder import resources
-from aoti_guard.builder.compile import describe_compile_error
+from aoti_guard.builder.compile.aoti import describe_compile_error
 from runtime_probe.child.worker import ChildCrashed, ChildRaised
-from runtime_probe.findings import Severity
-from runtime_probe.recorder import StepFailed
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting.findings import Severity
+from runtime_probe.reporting.recorder import StepFailed
+from runtime_probe.reporting.report import Report, make_phase
 
 # recorded: AOTI's compile of a 16x16 Linear under ``ulimit -f 2000`` (cc1plus), and of a
 # 2048x2048 Linear under ``ulimit -f 8000`` (the assembler, writing the weights' object)

@@ -1,4 +1,4 @@
-"""Issue 40 finding 4: names that become file names go through one rule (runtime_probe/paths.py).
+"""Issue 40 finding 4: names that become file names go through one rule (runtime_probe/reporting/paths.py).
 
 A golden sample id becomes ``--save-inputs DIR/ID.inputs.safetensors``: one that is not a plain
 name is refused with the manifest (``manifest.invalid`` naming it), before anything is written.
@@ -16,7 +16,7 @@ import pytest
 
 from runtime_probe.package.manifest import parse_manifest
 from runtime_probe.package.sample_ids import id_problems
-from runtime_probe.paths import MAX_NAME, name_in_folder, plain_name, plain_name_problem
+from runtime_probe.reporting.paths import MAX_NAME, name_in_folder, plain_name, plain_name_problem
 
 from .test_manifest import minimal
 
@@ -107,7 +107,7 @@ def test_check_manifest_names_the_id_as_manifest_invalid(tmp_path: Path) -> None
 
 
 def test_a_user_sample_file_stem_becomes_a_plain_unreserved_id() -> None:
-    from aoti_guard.builder.user_samples import _sample_id
+    from aoti_guard.builder.export.user_samples import _sample_id
 
     taken: set[str] = {"example"}
     assert _sample_id("/data/-req.safetensors", 0, taken) == "req"

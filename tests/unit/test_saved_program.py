@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from aoti_guard.builder.resolve import resolve_target
-from aoti_guard.builder.saved_program import UnsafeProgram, check_guard, load_program, sympy_source_problem
-from runtime_probe.errors import UsageError
+from aoti_guard.builder.resolve.saved_program import UnsafeProgram, check_guard, load_program, sympy_source_problem
+from aoti_guard.builder.resolve.target import resolve_target
+from runtime_probe.reporting.errors import UsageError
 from tests.hostile.hostile_programs import PAYLOADS, make_program, plant
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from runtime_probe.errors import UsageError
 from runtime_probe.package.manifest import parse_manifest
 from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.probe.shapes import describe, parse_shapes, resolve_shapes, run_names, shape_sets
+from runtime_probe.reporting.errors import UsageError
 
 from .test_manifest import minimal
 

@@ -13,9 +13,9 @@ import pytest
 
 from aoti_guard.cli import main as aoti_guard_main
 from aoti_guard.pt2.signing import PASSPHRASE_ENV, generate_key, load_private_key, sign_package
-from runtime_probe import layout
-from runtime_probe.errors import PackageRejected, UsageError
 from runtime_probe.package.archive import open_archive
+from runtime_probe.reporting.errors import PackageRejected, UsageError
+from runtime_probe.runtime import layout
 from runtime_probe.trust.check import TrustCheck, check_archive
 from runtime_probe.trust.signature import (
     BACKEND_ENV,

@@ -19,8 +19,8 @@ import pytest
 
 from aoti_guard.pt2 import signing
 from aoti_guard.pt2.signing import generate_key, load_private_key, sign_package
-from runtime_probe.errors import GuardError, UsageError
 from runtime_probe.package.archive import open_archive
+from runtime_probe.reporting.errors import GuardError, UsageError
 from runtime_probe.trust.check import check_archive
 from runtime_probe.trust.signature import load_public_key
 

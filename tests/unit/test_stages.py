@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from aoti_guard.builder.golden import Sample  # noqa: E402
 from aoti_guard.builder.validate import stages  # noqa: E402
 from aoti_guard.builder.validate.compare import Comparison  # noqa: E402
-from aoti_guard.builder.validate.golden import Sample  # noqa: E402
 from aoti_guard.builder.validate.tolerance import ToleranceRule  # noqa: E402
 from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec  # noqa: E402
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aoti_guard.builder.targets import check_cpu_isa, check_cuda_archs, cpu_isa_configs, parse_cuda_archs
+from aoti_guard.builder.compile.targets import check_cpu_isa, check_cuda_archs, cpu_isa_configs, parse_cuda_archs
 from runtime_probe.package.manifest import KernelImage, Target
 
 
@@ -59,7 +59,7 @@ def test_cuda_archs_are_parsed_and_checked() -> None:
 def test_a_listed_arch_newer_than_the_build_gpu_keeps_the_ptx() -> None:
     """Inductor's multi-arch lever: emit_multi_arch_kernel (SASS + PTX) only when a listed arch is
     newer than the build GPU's, so forward-compatible PTX can cover it; nothing makes older code."""
-    from aoti_guard.builder.targets import cuda_arch_configs
+    from aoti_guard.builder.compile.targets import cuda_arch_configs
 
     assert cuda_arch_configs(("80", "90"), "80") == {"aot_inductor.emit_multi_arch_kernel": True}
     assert cuda_arch_configs(("80", "90"), "90") == {}  # sm_80 is older: no lever, the check fails it

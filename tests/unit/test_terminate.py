@@ -1,4 +1,4 @@
-"""Issue 40, finding 14: stop signals during the cleanup (runtime_probe/terminate.py), with real
+"""Issue 40, finding 14: stop signals during the cleanup (runtime_probe/runtime/terminate.py), with real
 signals to a child process that installs the handlers as the command lines do.
 
 A cleanup that blocks (here a read that nothing ever answers) used to make every further SIGTERM
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime_probe.terminate import EXIT_TERMINATED
+from runtime_probe.runtime.terminate import EXIT_TERMINATED
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import os, sys, time
-from runtime_probe import terminate
+from runtime_probe.runtime import terminate
 terminate.CLEANUP_BOUND_S = float(sys.argv[1])
 mode = sys.argv[2]
 r, w = os.pipe()

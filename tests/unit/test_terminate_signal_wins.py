@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.recorder import StepFailed
-from runtime_probe.terminate import Terminated, received, signal_wins, signals_raise
+from runtime_probe.reporting.recorder import StepFailed
+from runtime_probe.runtime.terminate import Terminated, received, signal_wins, signals_raise
 
 
 def _interrupted_then_cleanup_fails(state: Any) -> Any:

@@ -26,15 +26,15 @@ from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.pipeline import check_options
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.validate.tolerance import OTHER, ToleranceRule, check_given, resolve
-from runtime_probe.errors import UsageError
 from runtime_probe.package.manifest import CheckTolerance, Tolerance, dump_manifest, parse_manifest, reference_tolerance
+from runtime_probe.reporting.errors import UsageError
 
 from .test_manifest import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("aoti_guard", "runtime_probe", "zoo")
 TOLERANCE_PY = "aoti_guard/builder/validate/tolerance.py"
-GOLDEN_PY = "aoti_guard/builder/validate/golden.py"
+GOLDEN_PY = "aoti_guard/builder/golden.py"
 TOL_NAMES = {"atol", "rtol"}
 
 
@@ -108,8 +108,8 @@ def test_the_stage_bisection_judges_by_the_rule() -> None:
 
 def test_the_manifest_records_each_output_once_with_its_origins() -> None:
     torch = pytest.importorskip("torch")
+    from aoti_guard.builder.golden import Sample
     from aoti_guard.builder.validate.compare import CHECK_KEYS, Comparison, manifest_table
-    from aoti_guard.builder.validate.golden import Sample
 
     eager = torch.linspace(-1, 1, 64)
     comparison = Comparison(_contract(), allow_nonfinite=False, tolerance=ToleranceRule(atol=1e-3))

@@ -1,4 +1,4 @@
-"""runtime_probe.torch_compat on the installed torch: every entry resolves, the features a release
+"""runtime_probe.runtime.torch_compat on the installed torch: every entry resolves, the features a release
 added are detected exactly where they exist, and nothing else in either package reaches into
 torch's private API. CI runs this file under torch 2.13 and 2.15 (and a 2.14 smoke lane); the
 version-specific expectations below are what docs/compat.md's table says, checked on each."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from runtime_probe import torch_compat
+from runtime_probe.runtime import torch_compat
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tuple(int(x) for x in re.findall(r"\d+", torch.__version__.split("+")[0])[:2])
@@ -153,13 +153,13 @@ def test_private_torch_api_is_reached_only_through_torch_compat() -> None:
     for pkg in ("aoti_guard", "runtime_probe"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel == "runtime_probe/torch_compat.py":
+            if rel == "runtime_probe/runtime/torch_compat.py":
                 continue
             for name in sorted(_private_uses(path)):
                 root = ".".join(name.split(".")[:2])
                 if (rel, root) not in _ALLOWED:
                     offenders.append(f"{rel}: {name}")
-    assert offenders == [], "use runtime_probe.torch_compat (one entry per private API) instead of:\n" + "\n".join(offenders)
+    assert offenders == [], "use runtime_probe.runtime.torch_compat (one entry per private API) instead of:\n" + "\n".join(offenders)
 
 
 def test_the_scan_catches_each_form(tmp_path: Path) -> None:
@@ -171,8 +171,8 @@ def test_the_scan_catches_each_form(tmp_path: Path) -> None:
 
 
 def test_import_is_standard_library_only() -> None:
-    assert "runtime_probe.torch_compat" in sys.modules
-    tree = ast.parse((ROOT / "runtime_probe" / "torch_compat.py").read_text(encoding="utf-8"))
+    assert "runtime_probe.runtime.torch_compat" in sys.modules
+    tree = ast.parse((ROOT / "runtime_probe" / "runtime/torch_compat.py").read_text(encoding="utf-8"))
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     modules = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module}

@@ -1,4 +1,4 @@
-"""builder/twin.py: where the debug twin compiles, the flat program a child can load without the
+"""builder/twin/schedule.py: where the debug twin compiles, the flat program a child can load without the
 user's libraries, and the build's fallbacks when the child cannot be used."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from aoti_guard.builder import compile as compile_mod
-from aoti_guard.builder import pipeline, twin
+from aoti_guard.builder import pipeline
 from aoti_guard.builder import twin_step as twin_step_mod
+from aoti_guard.builder.compile import aoti as compile_mod
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.state import BuildState
+from aoti_guard.builder.twin import schedule as twin
 from aoti_guard.pt2 import writer
 
 
@@ -59,7 +60,7 @@ def test_schedule_puts_the_twin_in_a_child_on_cpu_and_cuda() -> None:
 
 
 def test_an_unknown_twin_schedule_is_a_usage_error(tmp_path: Path) -> None:
-    from runtime_probe.errors import UsageError
+    from runtime_probe.reporting.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown twin schedule") as raised:
         pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_schedule="sometimes"))
@@ -107,7 +108,7 @@ def test_a_child_without_the_library_loads_the_flat_program_but_not_the_original
 
 def test_the_child_restores_the_hints_of_derived_dims_that_load_drops(tmp_path: Path) -> None:
     """torch.export.load keeps the hint of 8*s as an expression; Inductor needs s itself."""
-    from aoti_guard.builder.twin_child import restore_hints
+    from aoti_guard.builder.twin.child import restore_hints
 
     class Scores(torch.nn.Module):  # the size 8*k appears, k alone never does
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -220,7 +221,7 @@ def test_a_twin_without_weights_is_compiled_without_constants_in_its_so() -> Non
 
 
 def test_an_unknown_twin_weights_value_is_a_usage_error(tmp_path: Path) -> None:
-    from runtime_probe.errors import UsageError
+    from runtime_probe.reporting.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown twin weights"):
         pipeline.check_options(BuildOptions(output=str(tmp_path / "m.pt2"), twin_weights="both"))
@@ -240,7 +241,7 @@ def test_the_twin_child_takes_its_niceness(program: Any, tmp_path: Path, monkeyp
     """The child lowers its own priority before it compiles (its compile workers inherit it)."""
     import pickle
 
-    from aoti_guard.builder import twin_child
+    from aoti_guard.builder.twin import child as twin_child
 
     seen: list[int] = []
     monkeypatch.setattr(twin_child.os, "nice", lambda n: seen.append(n) or n)

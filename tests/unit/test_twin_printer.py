@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.findings import Severity
 from runtime_probe.ladder import printer, steps
 from runtime_probe.ladder.findings import twin_findings
 from runtime_probe.ladder.readers import kernel_trace
-from runtime_probe.report import make_phase
+from runtime_probe.reporting.findings import Severity
+from runtime_probe.reporting.report import make_phase
 
 DATA = Path(__file__).parent / "data" / "printer"
 MASK_BASELINE = {"arg7_1": ["-inf"], "buf2": ["-inf"]}

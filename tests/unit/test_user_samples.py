@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import torch
 
+from aoti_guard.builder.export.user_samples import check_sources, load_user_samples
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.outputs import build_paths
 from aoti_guard.builder.pipeline import check_options
-from aoti_guard.builder.user_samples import check_sources, load_user_samples
-from runtime_probe.errors import UsageError
 from runtime_probe.formats import safetensors as st
 from runtime_probe.package.manifest import Dim, InputSpec, IOContract, OutputSpec, ParamSpec, ShapeGuard, Symbol, TensorSpec
+from runtime_probe.reporting.errors import UsageError
 
 BATCH = Dim("batch", 1, 8)
 CONTRACT = IOContract(

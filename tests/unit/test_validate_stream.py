@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
+from aoti_guard.builder.golden import Sample
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate.child_run import ChildRun
-from aoti_guard.builder.validate.golden import Sample
 from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.run import Validation, _Steps, validate_each
 from aoti_guard.builder.validate.tolerance import ToleranceRule

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from runtime_probe.errors import InputContractError, UsageError
 from runtime_probe.guard.values import DEFAULT_MODE, DeviceValues, device_problem, resolve_mode
 from runtime_probe.package.manifest import Manifest, parse_manifest
+from runtime_probe.reporting.errors import InputContractError, UsageError
 
 from .test_manifest import minimal
 

@@ -1,6 +1,6 @@
 """Issue 13 case 4: the build records the valid values of each integer input that indexes a table,
 for every indexing op the issue names (embedding, gather, index_select, advanced indexing), read
-from the exported graph (aoti_guard/builder/value_ranges.py). Export only: no compile."""
+from the exported graph (aoti_guard/builder/export/value_ranges.py). Export only: no compile."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from aoti_guard.builder.value_ranges import index_value_ranges
+from aoti_guard.builder.export.value_ranges import index_value_ranges
 
 
 def _ranges(module: torch.nn.Module, *args: Any) -> dict[str, tuple[int, int]]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from aoti_guard.builder.validate.golden import Sample
+from aoti_guard.builder.golden import Sample
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from aoti_guard.builder.validate.verdict import (
     AGREE,

@@ -9,7 +9,7 @@ import pytest
 
 from runtime_probe.probe import run as probe_run
 from runtime_probe.probe.options import ProbeOptions
-from runtime_probe.report import render_text
+from runtime_probe.reporting.report import render_text
 
 from .fakepkg import make_package
 

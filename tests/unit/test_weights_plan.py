@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from runtime_probe.findings import Finding, has_errors
 from runtime_probe.formats.safetensors import dump, tensor_bytes
 from runtime_probe.package.manifest import ConstantSpec, parse_manifest
 from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved, plan_weights
+from runtime_probe.reporting.findings import Finding, has_errors
 
 
 def _spec(fqn: str, shape: tuple[int, ...], *, kind: str = "parameter", storage: str = "package", **kw: Any) -> ConstantSpec:
@@ -184,7 +184,7 @@ def test_the_build_records_what_no_checkpoint_holds_and_which_names_are_one_tens
     constants; tied parameters (one tensor under two names) vs two views of one storage."""
     import torch
 
-    from aoti_guard.builder.contract import extract_constants, tied_names
+    from aoti_guard.builder.export.contract import extract_constants, tied_names
 
     class Tied(torch.nn.Module):
         def __init__(self) -> None:

@@ -199,7 +199,7 @@ import sys, torch
 sys.path.insert(0, sys.argv[2])
 import checkpoint_models as m
 from runtime_probe import load
-from runtime_probe.errors import ConstantsContractError
+from runtime_probe.reporting.errors import ConstantsContractError
 model, ids = m.model(), m.example_ids()
 guarded = load(sys.argv[1])
 try:

@@ -18,7 +18,7 @@ def test_eval_mode_library_models_are_not_refused_as_nondeterministic(name: str,
     require_zoo_libraries()
     import torch
 
-    from aoti_guard.builder import determinism
+    from aoti_guard.builder.export import determinism
     from zoo import models
 
     spec = models.build(name, "small", "cpu")

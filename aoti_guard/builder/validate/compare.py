@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aoti_guard.builder.validate.golden import Sample, ToleranceStats, stored_floor
+from aoti_guard.builder.golden import Sample, ToleranceStats, stored_floor
 from aoti_guard.builder.validate.references import sample_env
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from aoti_guard.builder.validate.verdict import close_to_fp64
-from runtime_probe.findings import Finding, error, warning
 from runtime_probe.package.manifest import IOContract, Tolerance
+from runtime_probe.reporting.findings import Finding, error, warning
 
 __all__ = ["CHECK_KEYS", "Comparison", "ValidationResult", "manifest_table"]
 
@@ -155,7 +155,7 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
     """One output of one sample: a row of the table, and a finding when it fails."""
     import torch
 
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     check = rule.tolerance.for_dtype(e.dtype)
     b_atol, b_rtol = check.atol, check.rtol
@@ -229,7 +229,7 @@ def _g(v: Any) -> str:
 
 def _max_abs_diff(a: Any, b: Any, device: str | None) -> float | None:
     """max |a - b| in float64 over the finite differences; None for an empty or complex tensor."""
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     if a.numel() == 0 or a.is_complex():
         return None

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aoti_guard.builder.validate.child_run import ChildRun
-from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.ladder import printer
 from runtime_probe.ladder.findings import twin_findings
 from runtime_probe.ladder.readers import kernel_trace
 from runtime_probe.ladder.steps import LadderContext, Replay, run_ladder
 from runtime_probe.package.archive import open_archive
 from runtime_probe.package.manifest import GoldenSample
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["build_compiler", "crash", "twin_nonfinite"]
 
@@ -32,8 +32,8 @@ TWIN_PHASE = "debug_twin"  # the twin is checked after validation, in its own st
 def build_compiler() -> str | None:
     """The C++ compiler Inductor uses here, with its version (what the durable fix names)."""
     try:
-        from aoti_guard.builder.toolchain import compiler_version
-        from runtime_probe.torch_compat import cpp_compiler
+        from aoti_guard.builder.compile.toolchain import compiler_version
+        from runtime_probe.runtime.torch_compat import cpp_compiler
 
         cxx = cpp_compiler()
         return compiler_version(cxx) or cxx

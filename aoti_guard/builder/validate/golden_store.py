@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aoti_guard.builder.validate.golden import Sample
-from runtime_probe.findings import Finding, warning
+from aoti_guard.builder.golden import Sample
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
 from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, OutputDigest, Tolerance, reference_tolerance
+from runtime_probe.reporting.findings import Finding, warning
 
 __all__ = ["GoldenStore"]
 

@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Any
 
-from runtime_probe.report import write_atomic
+from runtime_probe.reporting.report import write_atomic
 
 
 def _write(path: str, result: dict[str, Any]) -> None:
@@ -28,7 +28,7 @@ def _error(exc: BaseException) -> dict[str, str]:
 
 
 def _load(program_path: str) -> Any:
-    from aoti_guard.builder.saved_program import load_program
+    from aoti_guard.builder.resolve.saved_program import load_program
 
     return load_program(program_path)
 

@@ -23,14 +23,14 @@ from typing import Any
 
 from aoti_guard import _proc
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.saved_program import save_program
-from aoti_guard.builder.twin import flat_program
+from aoti_guard.builder.resolve.saved_program import save_program
+from aoti_guard.builder.twin.schedule import flat_program
 from aoti_guard.builder.validate import verdict
 from aoti_guard.builder.validate.references import sample_env
 from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe.findings import Finding, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.reporting.findings import Finding, warning
 
 __all__ = [
     "REFERENCES",

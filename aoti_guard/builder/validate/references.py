@@ -7,10 +7,10 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from aoti_guard.builder.validate.golden import Sample
-from runtime_probe.findings import Finding, error, info, warning
+from aoti_guard.builder.golden import Sample
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["Float64Reference", "call_with_leaves", "eager_output", "golden_payload", "sample_env"]
 

@@ -9,7 +9,7 @@ compares both with ``ep.module()`` (the stage bisection established that the exp
 agrees with eager). It exits 1 while the difference reproduces.
 
 A repro folder travels (it is attached to an issue), and ``torch.export.load`` runs what a hostile
-``program.pt2`` holds (aoti_guard/builder/saved_program.py says how). The folder's program is this
+``program.pt2`` holds (aoti_guard/builder/resolve/saved_program.py says how). The folder's program is this
 build's own save of a program that passed ``load_program``; the script, plain torch by design,
 forces ``torch.load`` to weights-only (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``), which stops the pickles
 but not the expressions and guards: a repro folder from someone else is code, like their model.

@@ -22,26 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aoti_guard.builder import resources
-from aoti_guard.builder.constant_names import ConstantNames, pair_renamed, program_tensors, tensor_digest
-from aoti_guard.builder.contract import spec_kwarg_order
+from aoti_guard.builder.compile.constant_names import ConstantNames, pair_renamed, program_tensors, tensor_digest
+from aoti_guard.builder.export.contract import spec_kwarg_order
+from aoti_guard.builder.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate import diagnose
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.compare import Comparison, ValidationResult
-from aoti_guard.builder.validate.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.references import Float64Reference, eager_output, golden_payload, sample_env
 from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe import layout
 from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
-from runtime_probe.findings import Finding, error, warning
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
 from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract
 from runtime_probe.probe.options import ProbeOptions
+from runtime_probe.reporting.findings import Finding, error, warning
+from runtime_probe.runtime import layout
 
 __all__ = [
     "ChildRun",
@@ -202,7 +202,7 @@ def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt
 
 
 def _constant_names(run: ChildRun, ep: Any, release_pt2: str, loaded: list[str]) -> tuple[ConstantNames, list[Finding]]:
-    """The package's names for the program's constants (constant_names.py): the compiled model's
+    """The package's names for the program's constants (compile/constant_names.py): the compiled model's
     own bytes, read in the child, pair a constant the compiler renamed."""
     tensors = program_tensors(ep)
 
@@ -404,7 +404,7 @@ def run_validation(
     step's own eager run of the example, they say whether eager repeats itself (when it does not,
     the float64 rule is off: eager's noise must never widen a tolerance). ``graph_causes``: what
     the export step found in the graph (random ops, buffer updates), named by the stage bisection.
-    ``user_samples``: the user's own (builder/user_samples.py, already checked against the
+    ``user_samples``: the user's own (builder/export/user_samples.py, already checked against the
     contract), validated and stored after the generated ones."""
     out = Validation()
     samples = [*_generated_samples(ep, contract, options, out), *user_samples]

@@ -23,14 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aoti_guard.builder.golden import Sample
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.validate.golden import Sample
 from aoti_guard.builder.validate.references import call_with_leaves, sample_env
 from aoti_guard.builder.validate.repro import write_repro
 from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe.findings import Finding, error, warning
 from runtime_probe.package.manifest import IOContract
-from runtime_probe.torch_compat import dynamo_reset
+from runtime_probe.reporting.findings import Finding, error, warning
+from runtime_probe.runtime.torch_compat import dynamo_reset
 
 __all__ = [
     "AGREES",
@@ -94,7 +94,7 @@ def compare_outputs(
     """(agrees|departs, worst max abs, the output it was on) by the build's tolerance per dtype."""
     import torch
 
-    from runtime_probe import numerics
+    from runtime_probe.runtime import numerics
 
     worst, where, agree = 0.0, None, True
     for spec, a, b in zip(contract.outputs, got, ref):

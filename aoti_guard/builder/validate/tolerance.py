@@ -8,7 +8,7 @@ the ONNX Runtime verdict (verdict.py). ``resolve`` is the one function that fall
 default; tests/unit/test_tolerance.py fails on a default taken anywhere else.
 
 Not this module's: the tolerance a package STORES for the probe, which is measured from the
-build's own differences (golden.py's rule: the dtype's floors and 4x the excess).
+build's own differences (builder/golden.py's rule: the dtype's floors and 4x the excess).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from runtime_probe.errors import UsageError
 from runtime_probe.package.manifest import CheckTolerance
+from runtime_probe.reporting.errors import UsageError
 
 if TYPE_CHECKING:
     from aoti_guard.builder.options import BuildOptions

@@ -1,6 +1,6 @@
 """The debug twin checked in the validation child, after validation (the build's debug_twin step).
 
-The twin compiles beside the release model (builder/twin.py); validation runs while it finishes,
+The twin compiles beside the release model (builder/twin/schedule.py); validation runs while it finishes,
 and this check then loads the twin into the child that already holds the release model: it must
 load, run the example, print kernel names and agree with the release model; its printed values
 on every golden sample are the non-finite baseline the probe's escalation reads against.
@@ -12,16 +12,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aoti_guard.builder import twin as twin_mod
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.validate import diagnose
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.run import Validation, compiled_sample, failure_finding, free_cached_gpu_memory, ran_sample
-from runtime_probe import layout
 from runtime_probe.child.worker import ChildFailure
-from runtime_probe.findings import Finding, warning
 from runtime_probe.ladder import printer
 from runtime_probe.ladder.readers import kernel_trace
+from runtime_probe.reporting.findings import Finding, warning
+from runtime_probe.runtime import layout
 
 __all__ = ["check_twin", "kernel_names", "run_twin"]
 

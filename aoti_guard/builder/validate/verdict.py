@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe.findings import Finding, error, info, warning
 from runtime_probe.package.manifest import IOContract
+from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = [
     "AGREE",
@@ -78,7 +78,7 @@ class ThreeWay:
 
 
 def _rmse(a: Any, b: Any, device: str | None = None) -> float:
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     return _numerics.rmse(a, b, device=device)
 
@@ -95,7 +95,7 @@ def compare_pair(out: Any, ref: Any, ref64: Any = None, *, atol: float, rtol: fl
     model, used when allclose fails)."""
     import torch
 
-    from runtime_probe import numerics as _numerics
+    from runtime_probe.runtime import numerics as _numerics
 
     st = _numerics.stats(out, ref, atol=atol, rtol=rtol, equal_nan=equal_nan)
     agree = bool(st.get("passed"))

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runtime_probe.findings import error
-from runtime_probe.report import Report, make_phase
+from runtime_probe.reporting.findings import error
+from runtime_probe.reporting.report import Report, make_phase
 from tests.gfm import markup_added, references, render
 from tests.hostile.attack import Attack, AttackContext, AttackSucceeded
 from tests.hostile.make_corpus import rewrite

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime_probe import layout
+from runtime_probe.runtime import layout
 from tests.hostile.attack import Attack, AttackContext, AttackSucceeded
 from tests.hostile.make_corpus import rewrite
 from tests.unit.fakepkg import replacing, write_key_pair
@@ -214,7 +214,7 @@ def input_name_unclosed_keys(ctx: AttackContext) -> str:
     pkg = _with_manifest(ctx, "names.pt2", json.dumps(m).encode())
     script = """
         import sys, torch, runtime_probe
-        from runtime_probe.errors import InputContractError
+        from runtime_probe.reporting.errors import InputContractError
         model = runtime_probe.load(sys.argv[1])
         try:
             model(x={"a": torch.randn(8, 16)})
@@ -277,8 +277,8 @@ def huge_report_seconds(ctx: AttackContext) -> str:
     path.write_text(json.dumps(report).replace('"seconds": 0', f'"seconds": {HUGE}'))
     script = """
         import json, sys
-        from runtime_probe.errors import GuardError
-        from runtime_probe.report import Report
+        from runtime_probe.reporting.errors import GuardError
+        from runtime_probe.reporting.report import Report
         try:
             Report.from_dict(json.loads(open(sys.argv[1]).read()))
         except GuardError as exc:
@@ -302,7 +302,7 @@ def power_tower_guard(ctx: AttackContext) -> str:
     pkg = _with_manifest(ctx, "tower.pt2", json.dumps(m).encode())
     script = """
         import sys, torch, runtime_probe
-        from runtime_probe.errors import InputContractError
+        from runtime_probe.reporting.errors import InputContractError
         model = runtime_probe.load(sys.argv[1])
         try:
             model(torch.randn(8, 16))

@@ -1,0 +1,1 @@
+"""The package step: the manifest, golden samples and twin appended to the compiled package."""
