@@ -34,7 +34,8 @@ from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.package.assemble import assemble, summary, weightless_notes
 from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
-from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags, parse_dynamic
+from aoti_guard.builder.resolve.binding import bind
+from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags
 from aoti_guard.builder.resolve.target import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin import schedule as twin_mod
@@ -86,7 +87,6 @@ def check_options(options: BuildOptions) -> None:
     user_samples_mod.check_sources(options.samples, "--samples")  # the files alone; the contract checks them after export
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
-    parse_dynamic(options.dynamic)
     tolerance_mod.check_given(options.atol, "--atol")
     tolerance_mod.check_given(options.rtol, "--rtol")
     bad = compile_mod.validate_config_keys(options.inductor_configs)
@@ -280,14 +280,15 @@ def resolve_step(st: BuildState) -> StepResult:
     st.extra["device"] = choice.device  # the report's device is the compiled one, never "auto"
     st.spec = spec
     st.is_program = isinstance(spec.model, torch.export.ExportedProgram)
+    st.eager_fn = spec.model.module() if st.is_program else spec.model
+    st.binding = bind(st.eager_fn, spec.args, spec.kwargs)  # the one binding: every later reader takes it
     st.dynamic = spec.dynamic_shapes
     if st.options.dynamic:
         if st.dynamic is not None:
             raise UsageError("dynamic shapes come from both the factory and --dynamic", hint="give them in one place")
         if st.is_program:
             raise UsageError("--dynamic cannot change a saved ExportedProgram", hint="export it again with dynamic_shapes")
-        bound = contract_mod.bind_example(spec.model, spec.args, spec.kwargs)
-        st.dynamic = dynamic_shapes_from_flags(parse_dynamic(st.options.dynamic), bound)
+        st.dynamic = dynamic_shapes_from_flags(st.options.dynamic, st.binding.values(spec.args, spec.kwargs))
     st.extra["model"] = spec.label
     return [], {"model": spec.label, "saved_program": st.is_program, "device": choice.device, "device_from": choice.origin}
 
@@ -295,14 +296,12 @@ def resolve_step(st: BuildState) -> StepResult:
 def export_step(st: BuildState) -> StepResult:
     """Eager outputs on the example inputs, ``torch.export``, and the I/O contract."""
     spec = st.spec
-    assert spec is not None  # resolve_step ran
-    st.eager_fn = spec.model.module() if st.is_program else spec.model
+    binding = st.binding
+    assert spec is not None and binding is not None  # resolve_step ran
     example_out = eager_run(st.eager_fn, spec)
-    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, from_flags=bool(st.options.dynamic))
+    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, binding, from_flags=bool(st.options.dynamic))
     args, kwargs = st.ep.example_inputs if st.is_program else (tuple(spec.args), dict(spec.kwargs))
-    st.contract = contract_mod.extract_contract(
-        st.ep, args, kwargs, model=None if st.is_program else spec.model, dynamic_shapes=st.dynamic, eager_outputs=example_out
-    )
+    st.contract = contract_mod.extract_contract(st.ep, args, kwargs, binding, dynamic_shapes=st.dynamic, eager_outputs=example_out)
     # export's shape guards (export/guards.py): recorded in the contract; an error unless accepted,
     # but the build goes on, so that validation measures what the bare package does
     guards = export_guards.read_guards(
@@ -310,7 +309,7 @@ def export_step(st: BuildState) -> StepResult:
         st.contract,
         args,
         kwargs,
-        declared=None if st.is_program else contract_mod.declared_dim_names(spec.model, args, kwargs, st.dynamic),
+        declared=None if st.is_program else contract_mod.declared_dim_names(binding, args, kwargs, st.dynamic),
         accept=st.options.allow_export_guards,
         seed=st.options.seed,
     )

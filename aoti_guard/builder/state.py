@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from aoti_guard.builder.compile.constant_digests import ConstantDigests
     from aoti_guard.builder.export import determinism
     from aoti_guard.builder.options import BuildOptions
+    from aoti_guard.builder.resolve.binding import Binding
     from aoti_guard.builder.twin import schedule as twin_mod
     from aoti_guard.builder.validate import run as validate
     from aoti_guard.pt2 import writer as package_mod
@@ -39,6 +40,7 @@ class BuildState:
     is_program: bool = False
     dynamic: Any = None
     eager_fn: Any = None
+    binding: Binding | None = None  # the example bound to the model's signature, once (resolve step)
     ep: Any = None
     contract: IOContract | None = None
     configs: Mapping[str, Any] = field(default_factory=dict)

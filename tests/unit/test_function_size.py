@@ -48,8 +48,6 @@ ALLOWED: dict[str, str] = {
     "aoti_guard.builder.validate.twin_check:run_twin": _TO_SPLIT,
     "aoti_guard.builder.validate.verdict:judge_sample": _TO_SPLIT,
     "aoti_guard.builder.validate.verdict:three_way": _TO_SPLIT,
-    "aoti_guard.fleet.cli:k8s_cmd": _TO_SPLIT,
-    "aoti_guard.fleet.cli:slurm_cmd": _TO_SPLIT,
 }
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
