@@ -15,6 +15,7 @@ from torch.export import Dim
 
 from aoti_guard.builder.export.contract import extract_contract
 from aoti_guard.builder.golden import make_samples
+from aoti_guard.builder.resolve.binding import bind
 from runtime_probe.package.manifest import DataCheck, IOContract, parse_manifest
 from runtime_probe.package.manifest_rules import _io_problems
 
@@ -34,7 +35,7 @@ def exported() -> tuple[Any, IOContract, tuple[Any, ...]]:
     args = (torch.tensor(2), torch.randn(5, 3))
     dynamic = {"x": None, "y": {0: Dim("n", min=2, max=64)}}
     ep = torch.export.export(_Take(), args, dynamic_shapes=dynamic)
-    return ep, extract_contract(ep, args, {}, model=_Take(), dynamic_shapes=dynamic), args
+    return ep, extract_contract(ep, args, {}, bind(_Take(), args, {}), dynamic_shapes=dynamic), args
 
 
 def test_the_check_is_recorded_in_argument_names(exported: tuple[Any, IOContract, tuple[Any, ...]]) -> None:
