@@ -237,7 +237,11 @@ def bf16_rope() -> Any:
 
 def serve_rope() -> Inputs:
     torch.manual_seed(27)
-    return ((torch.randn(1, 2, 7, 16) * 4).to(torch.bfloat16), torch.randn(1, 1, 7, 16).to(torch.bfloat16), torch.randn(1, 1, 7, 16).to(torch.bfloat16)), {}
+    return (
+        (torch.randn(1, 2, 7, 16) * 4).to(torch.bfloat16),
+        torch.randn(1, 1, 7, 16).to(torch.bfloat16),
+        torch.randn(1, 1, 7, 16).to(torch.bfloat16),
+    ), {}
 
 
 class Threshold(torch.nn.Module):

@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .cases import CASES, CLASSES, Case
+from .cases import CLASSES, Case
+from .corpus import CASES
 from .runner import Outcome, run_case
 from .verdict import bare_text, guard_text, meets
 
@@ -110,7 +111,12 @@ def _cannot_lines() -> list[str]:
 def _gpu_lines() -> list[str]:
     gpu = [c for c in CASES if c.gpu]
     lines = ["", "## Cases that need a GPU", "", "Marked `gpu` (deselected in CI); run on the lent GPU machine with", ""]
-    lines += ["    python -m pytest -m gpu tests/realbugs", "", "| report | what happened | class | aoti-guard must |", "| --- | --- | --- | --- |"]
+    lines += [
+        "    python -m pytest -m gpu tests/realbugs",
+        "",
+        "| report | what happened | class | aoti-guard must |",
+        "| --- | --- | --- | --- |",
+    ]
     for c in gpu:
         must = f"cannot catch: {c.expect.why}" if c.expect.stage == "cannot" else c.expect.stage
         lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {_cell(must)} |")
@@ -123,7 +129,9 @@ def _to_json(outcomes: Sequence[Outcome], seconds: float) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tests.realbugs.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tests.realbugs.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", type=Path, help="also write the measurements here")
     p.add_argument("--other", type=Path, help="a --json file made under another torch: its aoti-guard column where it differs")
     p.add_argument("--workers", type=int, default=2)

@@ -27,7 +27,8 @@ from typing import Any
 
 from tests.integration.conftest import Built, build_package, once
 
-from .cases import PACKAGES, Case
+from .cases import Case
+from .corpus import PACKAGES
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 300.0

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import shared_dir
 
-from .cases import CASES, Case
+from .cases import Case
+from .corpus import CASES
 from .runner import run_case
 from .verdict import meets
 

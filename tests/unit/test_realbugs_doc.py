@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.realbugs.cases import CASES, CLASSES, PACKAGES, distinct_reports
+from tests.realbugs.cases import CLASSES
+from tests.realbugs.corpus import CASES, PACKAGES, distinct_reports
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "realbugs.md"
 
