@@ -16,7 +16,8 @@ PACKAGES: dict[str, Package] = {
     "noweights": Package(
         "tests/integration/models.py:static", (*NO_TWIN, "--inductor-config", "aot_inductor.package_constants_in_so=false")
     ),
-    "static_v4": Package("tests/integration/models.py:static", (*NO_TWIN, "--cpu-isa", "x86-64-v4")),
+    # built as a user on an AVX-512 host would: -march=native
+    "static_native": Package("tests/integration/models.py:static", (*NO_TWIN, "--cpu-isa", "native")),
     "python_flag": Package(f"{M}:python_flag"),
     "reshape_100": Package(f"{M}:reshape_100"),
     "conv36": Package(f"{M}:conv36"),
@@ -52,7 +53,7 @@ CASES: tuple[Case, ...] = (
         P + "122784",
         "a transposed input into a package compiled for contiguous memory",
         "layout",
-        "static",
+        "python_flag",
         _serve("serve_transposed"),
         Expect("serve", ("input.layout", "input.stride"), ("x",)),
         bare="wrong",
@@ -111,7 +112,7 @@ CASES: tuple[Case, ...] = (
         "shape range",
         "derived_twice",
         _serve("serve_y_odd"),
-        Expect("serve", ("input.shape", "input.guard"), ("y",)),
+        Expect("serve", ("input.shape", "input.guard", "input.range"), ("y",)),
     ),
     Case(
         "example_at_min",
@@ -234,7 +235,9 @@ CASES: tuple[Case, ...] = (
         "half precision",
         "bf16_threshold",
         _serve("serve_near_threshold"),
-        Expect("build", message=("emulate_precision_casts",)),
+        Expect("runs"),
+        bare="ok",
+        pending=False,  # no longer differs on torch 2.13: nothing for the half-precision work to catch
     ),
     Case(
         "shared_storage",
@@ -379,7 +382,7 @@ CASES: tuple[Case, ...] = (
         P + "121516",
         "a package built with AVX-512 dies with SIGILL on an AVX2 host",
         "toolchain/ISA",
-        "static_v4",
+        "static_native",
         _serve("serve_x_static"),
         Expect("warn", ("build.isa_beyond_baseline",)),
     ),

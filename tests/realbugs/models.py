@@ -35,9 +35,10 @@ def _static() -> Any:
 
 
 def serve_transposed() -> Inputs:
-    """#122784: the right shape, the wrong memory order (a transpose somewhere upstream)."""
+    """#122784: the right shape, the wrong memory order (a transpose somewhere upstream), into the
+    pointwise ``python_flag`` model (x * 2.0 on float32 [4, 8]), as the report's mul+sum was."""
     torch.manual_seed(11)
-    return (torch.randn(16, 8).t(),), {}
+    return (torch.randn(8, 4).t(), True), {}
 
 
 def serve_batch16() -> Inputs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -111,16 +112,28 @@ def _child(side: str, request: dict[str, Any], work: Path, env: dict[str, str] |
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("REALBUGS-RESULT "):
             data = json.loads(line.split(" ", 1)[1])
-            return SideResult(data["result"], data.get("detail", ""), data.get("code"), data.get("load_s"))
+            detail = data.get("detail", "") + (_isa_warning(proc.stderr) if side == "bare" and request.get("isa") else "")
+            return SideResult(data["result"], detail, data.get("code"), data.get("load_s"))
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         return SideResult("crash", f"killed by {name}" + _stderr_hint(proc.stderr))
     return SideResult("error", f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or ["no output"])[-1][:300])
 
 
+_LOG_LINE = re.compile(r"^[WIE]\d{4} ")  # glog-style lines torch logs (W1127 06:08:15 ...)
+
+
 def _stderr_hint(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip() and "Warning" not in line]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and "Warning" not in line and not _LOG_LINE.match(line)]
     return f" ({lines[-1][:200]})" if lines else ""
+
+
+def _isa_warning(stderr: str) -> str:
+    """torch's own load-time ISA comparison (#191713): what it said, if anything."""
+    for line in stderr.splitlines():
+        if "Device information mismatch" in line:
+            return "; torch warned: " + line.split("]", 1)[-1].strip()[:160]
+    return ""
 
 
 def _request(case: Case, package: str | None) -> dict[str, Any]:
@@ -133,6 +146,7 @@ def _request(case: Case, package: str | None) -> dict[str, Any]:
         "calls": case.serve.calls,
         "eager": case.serve.eager,
         "device": case.serve.device,
+        "isa": case.klass == "toolchain/ISA",
     }
 
 
@@ -148,6 +162,16 @@ def probe(package: str, work: Path, *extra: str) -> dict[str, Any]:
     }
 
 
+def _size_ratio(case: Case, package: str) -> str:
+    """The package's size against the bytes its weights hold (#186176)."""
+    from .child import _spec
+
+    model = _spec(PACKAGES[case.package].target or "")[0]
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    size = Path(package).stat().st_size
+    return f"the package is {size / 2**20:.1f} MiB for {weights / 2**10:.0f} KiB of weights ({size / max(weights, 1):.0f}x)"
+
+
 def run_case(case: Case, folder: Path) -> Outcome:
     """Both sides of ``case``; the package built (once) in ``folder``."""
     import torch
@@ -157,6 +181,8 @@ def run_case(case: Case, folder: Path) -> Outcome:
     work = folder / "cases" / case.name
     env = dict(case.serve.env)
     bare = _child("bare", _request(case, built.package), work, env)
+    if case.klass == "package size" and built.package:
+        bare = SideResult(bare.result, f"{bare.detail}; {_size_ratio(case, built.package)}", bare.code, bare.load_s)
     outcome = Outcome(case, built, bare, torch=torch.__version__)
     serves = case.expect.stage in ("serve", "runs", "cannot")
     if built.returncode == 0 and built.package and serves:

@@ -8,6 +8,7 @@ and so to fail, the moment the fix lands, and the mark is removed then.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,11 @@ def _param(case: Case) -> object:
 
 @pytest.fixture(scope="session")
 def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The integration tests' package folder: the packages both suites build are built once."""
-    return shared_dir(tmp_path_factory, "packages")
+    """The integration tests' package folder: the packages both suites build are built once.
+    ``AOTI_GUARD_REALBUGS_PACKAGES=DIR``: a folder kept between runs (``report.py --folder``'s),
+    where a package built before is used as it is."""
+    kept = os.environ.get("AOTI_GUARD_REALBUGS_PACKAGES")
+    return Path(kept) if kept else shared_dir(tmp_path_factory, "packages")
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])

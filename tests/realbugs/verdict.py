@@ -65,7 +65,7 @@ def guard_text(o: Outcome) -> str:
     if e.stage == "cannot":
         return f"cannot catch: {e.why}"
     if e.stage == "build":
-        codes = ", ".join(c for c in b.errors()) or "none"
+        codes = ", ".join(dict.fromkeys(b.errors())) or "none"
         return f"caught at build: {codes}" if met else f"NOT caught ({seen})"
     if e.stage == "warn":
         codes = ", ".join(c for c in b.codes if not e.codes or c in e.codes) or "-"
