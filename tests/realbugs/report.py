@@ -3,6 +3,7 @@
     python -m tests.realbugs.report > docs/realbugs.md
     python -m tests.realbugs.report --json outcomes.json > docs/realbugs.md     # keep the measurements
     python -m tests.realbugs.report --other other.json > docs/realbugs.md       # add another torch's column
+    python -m tests.realbugs.report --from outcomes.json --cost "..." > docs/realbugs.md   # render again
 
 ``--other`` takes a ``--json`` file written by the same command under another torch (e.g. 2.15's
 interpreter); rows whose aoti-guard result differs there get both. The cases, the runner and the
@@ -42,15 +43,20 @@ def measure(cases: Sequence[Case], folder: Path, workers: int = 2) -> list[Outco
     return sorted(outcomes, key=lambda o: index[o.case.name])
 
 
-def _row(o: Outcome, other: dict[str, Any] | None) -> dict[str, str]:
-    guard = guard_text(o)
-    if o.case.in_progress and not meets(o)[0]:
+def _rows(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+    """What the table shows of each outcome (and what ``--json`` keeps, for ``--from``)."""
+    return {o.case.name: {"torch": o.torch, "guard": guard_text(o), "bare": bare_text(o), "met": meets(o)[0]} for o in outcomes}
+
+
+def _guard_cell(case: Case, row: dict[str, Any], other: dict[str, Any] | None) -> str:
+    guard = str(row["guard"])
+    if case.in_progress and not row["met"]:
         guard = f"**in progress** (issue 42): {guard}"
-    elif o.case.gap and not meets(o)[0]:
+    elif case.gap and not row["met"]:
         guard = f"**new gap**: {guard}"
-    if other and other.get("guard") != guard:
+    if other and other.get("guard") != row["guard"]:
         guard = f"{guard}<br>torch {other['torch']}: {other['guard']}"
-    return {"bare": bare_text(o), "guard": guard}
+    return guard
 
 
 def _cell(text: str) -> str:
@@ -59,9 +65,10 @@ def _cell(text: str) -> str:
     return for_markdown(text).replace("\n", " ")
 
 
-def render(outcomes: Sequence[Outcome], seconds: float, others: dict[str, dict[str, Any]] | None = None) -> str:
-    torch_version = outcomes[0].torch if outcomes else "?"
-    met = sum(1 for o in outcomes if meets(o)[0])
+def render(rows: dict[str, dict[str, Any]], cost: str, others: dict[str, dict[str, Any]] | None = None) -> str:
+    cases = [c for c in CASES if c.name in rows]
+    torch_version = next(iter(rows.values()))["torch"] if rows else "?"
+    met = sum(1 for r in rows.values() if r["met"])
     lines = [
         "# The public record: reported AOTInductor failures, bare vs aoti-guard",
         "",
@@ -75,10 +82,11 @@ def render(outcomes: Sequence[Outcome], seconds: float, others: dict[str, dict[s
         "- **aoti-guard**: `aoti-guard build ... --no-debug-twin --json`, then `python -m runtime_probe` or `runtime_probe.load`",
         "  in a child, as the case asks.",
         "",
-        f"Run: {time.strftime('%Y-%m-%d')}, torch {torch_version}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{len(outcomes)} CPU cases from {len({o.case.report for o in outcomes})} reports in {seconds / 60:.1f} minutes "
-        f"(packages shared between cases; the GPU cases are listed at the end).",
-        f"aoti-guard did what the case asks in {met} of {len(outcomes)}; the others are marked **in progress** (a class",
+        f"Run: {time.strftime('%Y-%m-%d')}, torch {torch_version}, {platform.machine()}, {os.cpu_count()} CPUs: "
+        f"{len(cases)} CPU cases from {len({c.report for c in cases})} reports; {cost}. The GPU cases are listed at the end.",
+        "The bare side runs the release model aoti-guard's build compiled: AOTI's own output, which differs from a plain",
+        "`aoti_compile_and_package` only in the CPU ISA it targets (x86-64-v3 unless `--cpu-isa`) and the metadata it adds.",
+        f"aoti-guard did what the case asks in {met} of {len(cases)}; the others are marked **in progress** (a class",
         "being fixed now, issue 42: the test is a strict xfail) or **new gap** (nobody owns it yet: also a strict xfail).",
         "",
         "Classes: " + ", ".join(CLASSES) + ".",
@@ -86,15 +94,13 @@ def render(outcomes: Sequence[Outcome], seconds: float, others: dict[str, dict[s
         "| report | what happened | class | bare (plain AOTI) | aoti-guard |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for o in outcomes:
-        row = _row(o, (others or {}).get(o.case.name))
-        lines.append(
-            f"| [{o.case.report}]({o.case.url}) | {_cell(o.case.title)} (`{o.case.name}`) | {o.case.klass} | "
-            f"{_cell(row['bare'])} | {_cell(row['guard'])} |"
-        )
+    for c in cases:
+        row = rows[c.name]
+        guard = _guard_cell(c, row, (others or {}).get(c.name))
+        lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {_cell(row['bare'])} | {_cell(guard)} |")
     lines += _cannot_lines()
     lines += _gpu_lines()
-    lines += ["", f"Regenerate: `{COMMAND}` (about {seconds / 60:.0f} minutes on this machine; `--json FILE` keeps the measurements).", ""]
+    lines += ["", f"Regenerate: `{COMMAND}` (`--json FILE` keeps the measurements, `--from FILE` renders them again).", ""]
     return "\n".join(lines)
 
 
@@ -123,21 +129,23 @@ def _gpu_lines() -> list[str]:
     return lines
 
 
-def _to_json(outcomes: Sequence[Outcome], seconds: float) -> dict[str, Any]:
-    rows = {o.case.name: {"torch": o.torch, "guard": guard_text(o), "bare": bare_text(o), "met": meets(o)[0]} for o in outcomes}
-    return {"seconds": seconds, "cases": rows}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m tests.realbugs.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--json", type=Path, help="also write the measurements here")
     p.add_argument("--other", type=Path, help="a --json file made under another torch: its aoti-guard column where it differs")
+    p.add_argument("--from", dest="source", type=Path, help="render a --json file again instead of running the cases")
+    p.add_argument("--cost", help="what the run cost, for the header (default: the minutes this run took)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--only", nargs="*", help="case names (default: every CPU case)")
     p.add_argument("--folder", type=Path, help="build the packages here and keep them (a rerun reuses them); default: a temporary folder")
     args = p.parse_args(argv)
+    others = json.loads(args.other.read_text())["cases"] if args.other else None
+    if args.source:
+        data = json.loads(args.source.read_text())
+        sys.stdout.write(render(data["cases"], args.cost or data["cost"], others))
+        return 0
     cases = [c for c in CASES if not c.gpu and (not args.only or c.name in args.only)]
     from tests.conftest import _inductor_settings_for_the_tests
 
@@ -147,11 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         outcomes = measure(cases, folder, args.workers)
-        seconds = time.monotonic() - start
+        cost = args.cost or f"{(time.monotonic() - start) / 60:.1f} minutes on {args.workers} workers"
+    rows = _rows(outcomes)
     if args.json:
-        args.json.write_text(json.dumps(_to_json(outcomes, seconds), indent=1))
-    others = json.loads(args.other.read_text())["cases"] if args.other else None
-    sys.stdout.write(render(outcomes, seconds, others))
+        args.json.write_text(json.dumps({"cost": cost, "cases": rows}, indent=1))
+    sys.stdout.write(render(rows, cost, others))
     return 0
 
 
