@@ -143,7 +143,7 @@ def run_bare(req: dict[str, Any], work: Path) -> dict[str, Any]:
 
 def run_guard(req: dict[str, Any]) -> dict[str, Any]:
     import runtime_probe
-    from runtime_probe.errors import GuardError
+    from runtime_probe.reporting.errors import GuardError
 
     start = time.monotonic()
     try:
@@ -163,7 +163,7 @@ def _codes(exc: BaseException) -> str | None:
 
 
 def _calls(req: dict[str, Any], model: Any, weights: Any, load_s: float) -> dict[str, Any]:
-    from runtime_probe.errors import GuardError
+    from runtime_probe.reporting.errors import GuardError
 
     outs = []
     try:

@@ -217,7 +217,9 @@ CASES: tuple[Case, ...] = (
         "half precision",
         "bf16_rope",
         _serve("serve_rope"),
-        Expect("build", message=("emulate_precision_casts",)),
+        Expect("runs"),
+        bare="ok",
+        pending=False,  # within bfloat16's tolerance of eager on torch 2.13, edge-rounding samples included: nothing to catch
     ),
     Case(
         "bf16_rope_cpu",
@@ -226,7 +228,9 @@ CASES: tuple[Case, ...] = (
         "half precision",
         "bf16_rope",
         _serve("serve_rope"),
-        Expect("build", message=("emulate_precision_casts",)),
+        Expect("runs"),
+        bare="ok",
+        pending=False,  # within bfloat16's tolerance of eager on torch 2.13, edge-rounding samples included: nothing to catch
     ),
     Case(
         "bf16_threshold",

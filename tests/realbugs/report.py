@@ -60,7 +60,7 @@ def _guard_cell(case: Case, row: dict[str, Any], other: dict[str, Any] | None) -
 
 
 def _cell(text: str) -> str:
-    from runtime_probe.escaping import for_markdown
+    from runtime_probe.reporting.escaping import for_markdown
 
     return for_markdown(text).replace("\n", " ")
 
