@@ -649,8 +649,10 @@ class ImportOnce:
         specs, self.specs = self.specs, []
         try:
             op_import_modules(state, specs)
-        except Exception as exc:  # noqa: BLE001 - whatever the user's module raises, reported for each request
-            self.failure = ImportError(f"importing {', '.join(specs)} (the modules given to register user ops) raised {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            self.failure = ImportError(
+                f"importing {', '.join(specs)} (the modules given to register user ops) raised {type(exc).__name__}: {exc}"
+            )
             raise self.failure from exc
 
 

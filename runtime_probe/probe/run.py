@@ -104,7 +104,8 @@ def _check_paths(options: ProbeOptions) -> None:
     for spec in options.imports or ():
         if user_modules.is_file(spec) and not os.path.isfile(spec):
             raise UsageError(
-                f"--import: no such file: {spec}", hint="--import takes the .py file (or the module name) that registers the package's custom ops"
+                f"--import: no such file: {spec}",
+                hint="--import takes the .py file (or the module name) that registers the package's custom ops",
             )
     for flag, folder in (("--save-inputs", options.save_inputs), ("--save-outputs", options.save_outputs)):
         if folder is not None:

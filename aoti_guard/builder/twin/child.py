@@ -101,7 +101,6 @@ def main(argv: list[str]) -> int:
     from aoti_guard.builder.compile.aoti import CompileError, compile_files
     from aoti_guard.builder.resolve.saved_program import load_program
     from aoti_guard.pt2.writer import package_release
-
     from runtime_probe.runtime import user_modules
 
     try:
