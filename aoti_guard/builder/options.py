@@ -49,6 +49,10 @@ class BuildOptions:
     # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4"; None: targets.DEFAULT_CPU_ISA (builder/compile/targets.py)
     cpu_isa: str | None = None
     cuda_archs: tuple[str, ...] = ()  # compute capabilities the kernels must cover, e.g. ("80", "90")
+    # not a flag: the TARGET's module, which every child that loads the program or the package
+    # imports first (runtime_probe/runtime/user_modules.py); the export step sets it when the
+    # program calls custom ops, which exist only where that module was imported
+    user_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # the one parse of --dynamic text, for the command line and a library caller alike: every

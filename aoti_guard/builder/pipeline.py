@@ -36,7 +36,7 @@ from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
 from aoti_guard.builder.resolve.binding import bind
 from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags
-from aoti_guard.builder.resolve.target import FactoryError, resolve_target
+from aoti_guard.builder.resolve.target import FactoryError, resolve_target, target_module
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.twin_step import twin_step
@@ -325,6 +325,7 @@ def export_step(st: BuildState) -> StepResult:
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
     st.user_code = user_code.scan(st.ep)  # validation runs memcheck over user GPU code; the manifest records it
+    _user_modules(st)
     training = not st.is_program and bool(getattr(spec.model, "training", False))
     # a random op in the graph: whether its draws reach the outputs, from a second eager call
     repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
@@ -335,6 +336,16 @@ def export_step(st: BuildState) -> StepResult:
         "symbols": {s.name: [s.min, s.max] for s in st.contract.symbols},
         **guards.detail,
     }
+
+
+def _user_modules(st: BuildState) -> None:
+    """A program that calls custom ops: its TARGET's module (as the user wrote it, never a name read
+    from the program) goes to every child that loads it, and into the build's report (not the package)."""
+    module = target_module(st.target)
+    if st.user_code is None or not st.user_code.custom_ops or module is None:
+        return
+    st.options = replace(st.options, user_modules=(module,))
+    st.extra["user_modules"] = {"imported": [module], "for": list(st.user_code.custom_ops)}
 
 
 def compile_step(st: BuildState) -> StepResult:
@@ -351,7 +362,7 @@ def compile_step(st: BuildState) -> StepResult:
     if st.options.debug_twin and twin_mod.schedule(st.options.twin_schedule) == "concurrent":
         twin_configs = twin_step_mod.twin_configs(st)
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(
-            st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL
+            st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL, st.options.user_modules
         )
     # the heartbeat repeats the last note for the whole phase: it names the release compile, which
     # the phase waits on, and the twin only beside it (it said only the twin's, issue 44)

@@ -18,6 +18,7 @@ from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.reporting.findings import Finding, error
+from runtime_probe.runtime.user_modules import missing_op
 
 __all__ = ["Reporter", "failure_finding", "no_weights", "torch_import_finding"]
 
@@ -30,6 +31,8 @@ class Reporter:
     manifest: Manifest | None = None
     weights_given: bool = False
     next_step: str = "the escalate phase reruns it with more instruments"
+    # how this tool makes a child import the module that registers a package's user ops
+    import_remedy: str = "pass --import MODULE_OR_FILE (the Python file or module that defines the op with torch.library): each child imports it before the load"
     stderr_chars: int = 6000
     stdout_chars: int = 3000
 
@@ -83,6 +86,10 @@ _out_of_memory = _raised_matching(
 )
 
 
+def _missing_op(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and missing_op(_raised_text(exc)) is not None
+
+
 _CUDA_TEXT = re.compile(r"CUDA error|cudaError|device-side assert|Assertion .{0,300} failed")
 
 
@@ -115,6 +122,8 @@ TABLE: tuple[_Row, ...] = (
     _Row(ChildCrashed, _always, "crash", "the native code crashed: {next_step}"),
     _Row(ChildTimeout, _always, "timeout", "raise --timeout, or look for a hang (a deadlock, a GPU that does not answer)"),
     _Row(ChildRaised, _rejected_input, "input", "the inputs break the compiled contract"),
+    # a user op (torch.library) the child never registered: the package needs its module imported first
+    _Row(ChildRaised, _missing_op, "missing_op", "{import_remedy}"),
     # a device assert or an illegal access: the run's code names it (the CUDA context is lost)
     _Row(
         ChildRaised,
@@ -158,7 +167,7 @@ def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> 
         **exc.evidence,
     }
     row = _row(exc, rep)
-    hint = row.hint.format(next_step=rep.next_step)
+    hint = row.hint.format(next_step=rep.next_step, import_remedy=rep.import_remedy)
     if isinstance(exc, ChildCrashed):
         sig = exc.signal or f"exit code {exc.returncode}"
         native = exc.evidence.get("native") or []
@@ -180,12 +189,31 @@ def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> 
             hint=hint,
             evidence={**evidence, "argument": name},
         )
+    if row.suffix == "missing_op":
+        return _missing_op_finding(exc, what, stage, rep, evidence)
     cuda = cuda_error(exc.stderr + "\n" + exc.message) if row.suffix == "cuda" else None
     if cuda is not None and stage == "run":
         return error(cuda[0], rep.phase, f"{what}: {cuda[1][:500]}", found=cuda[1][:500], hint=hint, evidence=evidence)
     native = [line for line in exc.stderr.splitlines() if line.startswith("Error:") or "error" in line.lower()]
     detail = native[-1] if native else f"{exc.error_type}: {exc.message.splitlines()[0] if exc.message else ''}"
     return error(f"{stage}.error", rep.phase, f"{what} raised: {detail[:500]}", hint=hint, evidence=evidence)
+
+
+def _missing_op_finding(exc: ChildRaised, what: str, stage: str, rep: Reporter, evidence: dict[str, Any]) -> Finding:
+    """A user op the child has not registered: named, with the package's list of them and the remedy."""
+    op = missing_op(_raised_text(exc)) or "?"
+    code = rep.manifest.user_code if rep.manifest is not None else None
+    ops = list(code.custom_ops) if code is not None and code.custom_ops else [op]
+    return error(
+        f"{stage}.missing_op",
+        rep.phase,
+        f"{what}: the package calls the custom op {op}, which this Python process has not registered "
+        "(it exists only where the module that defines it with torch.library was imported)",
+        expected=f"custom op(s) registered before the load: {', '.join(ops)} (the package's manifest, user_code.custom_ops)",
+        found=f"torch: Could not find schema for {op}",
+        hint=rep.import_remedy,
+        evidence={**evidence, "op": op, "custom_ops": ops},
+    )
 
 
 def torch_import_finding(exc: ChildFailure, phase: str) -> Finding:

@@ -66,8 +66,12 @@ def main(argv: list[str]) -> int:
     _die_with_parent()
     _unbuffer_c_stdout()
     from runtime_probe.child import ops as _ops
+    from runtime_probe.runtime import user_modules
 
     state = _ops.State()
+    # the modules that register the package's user ops (probe --import, the build's TARGET): each
+    # request fails with the import's own error until they imported, so none loads without them
+    imported = _ops.ImportOnce(user_modules.specs_from_env())
     with os.fdopen(cmd_fd, "r", encoding="utf-8") as requests, os.fdopen(res_fd, "w", encoding="utf-8") as replies:
         for line in requests:
             request = json.loads(line)
@@ -79,6 +83,8 @@ def main(argv: list[str]) -> int:
             reply: dict[str, Any]
             try:
                 handler = _ops.OPS[op]
+                if op not in ("facts", "ping"):  # the host's facts come first, whatever the user's module does
+                    imported.ensure(state)
                 reply = {"ok": True, "result": handler(state, **request.get("args", {}))}
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the parent as data
                 reply = {

@@ -623,6 +623,39 @@ def _restride(t: Any, stride: list[Any] | None, symbols: dict[str, int]) -> Any:
     return out
 
 
+def op_import_modules(state: State, modules: list[str]) -> list[str]:
+    """Import the modules that register the package's user ops (runtime/user_modules.py), before a
+    load: the build sends its TARGET's module to a child started before it knew the program had any."""
+    from runtime_probe.runtime import user_modules
+
+    for spec in modules:
+        user_modules.import_module(spec)
+    return list(modules)
+
+
+class ImportOnce:
+    """The ``IMPORT_ENV`` modules, imported before the first request runs; a failure is kept and
+    raised again for every request (no request runs without them)."""
+
+    def __init__(self, specs: list[str]) -> None:
+        self.specs = specs
+        self.failure: Exception | None = None
+
+    def ensure(self, state: State) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if not self.specs:
+            return
+        specs, self.specs = self.specs, []
+        try:
+            op_import_modules(state, specs)
+        except Exception as exc:
+            self.failure = ImportError(
+                f"importing {', '.join(specs)} (the modules given to register user ops) raised {type(exc).__name__}: {exc}"
+            )
+            raise self.failure from exc
+
+
 def op_ping(state: State) -> dict[str, Any]:
     return {"pid": os.getpid()}
 
@@ -670,6 +703,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "constant_digests": op_constant_digests,
     "run": op_run,
     "ping": op_ping,
+    "import_modules": op_import_modules,
 }
 if os.environ.get("RUNTIME_PROBE_SELFTEST") == "1":
     OPS["selftest"] = op_selftest

@@ -34,7 +34,7 @@ from runtime_probe.package.release_constants import ReleaseConstantsError, share
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
 from runtime_probe.reporting.findings import Finding, error, has_errors
-from runtime_probe.runtime import layout, torch_compat
+from runtime_probe.runtime import layout, torch_compat, user_modules
 
 __all__ = ["GuardedModel", "load"]
 
@@ -140,6 +140,17 @@ def _tmpdir_error(exc: OSError, folder: str) -> ToolError:
     return ToolError(finding.message, hint=finding.hint, code=finding.code)
 
 
+def _missing_op_error(op: str, manifest: Manifest) -> ToolError:
+    """``load.missing_op`` as an exception: a user op this process never registered, and the remedy."""
+    ops = list(manifest.user_code.custom_ops) if manifest.user_code is not None and manifest.user_code.custom_ops else [op]
+    return ToolError(
+        f"runtime_probe.load: the package calls the custom op {op}, which this process has not registered "
+        f"(expected registered before the load: {', '.join(ops)}, the manifest's user_code.custom_ops; found: torch has no schema for {op})",
+        hint="import the Python module that defines the op(s) with torch.library in this process before runtime_probe.load",
+        code="load.missing_op",
+    )
+
+
 def _import_torch(manifest: Manifest) -> None:
     """torch, or a ToolError that says how to get it (``env.torch_missing``), not a traceback."""
     try:
@@ -206,6 +217,9 @@ def _load_verified(req: _LoadRequest, copy: str) -> GuardedModel:
     try:
         compiled = torch_compat.make_package_loader(opened.load_path, opened.model_name, opened.index)
     except RuntimeError as exc:
+        op = user_modules.missing_op(str(exc))
+        if op is not None:
+            raise _missing_op_error(op, opened.manifest) from None
         if "Error generating temporary directory" not in str(exc):
             raise
         raise _tmpdir_error(OSError(0, str(exc).splitlines()[0]), os.environ.get("TMPDIR") or tempfile.gettempdir()) from None

@@ -45,6 +45,8 @@ class Flag:
         """The default, from ProbeOptions when the flag sets one of its fields."""
         if self.kind == "switch":
             return False
+        if self.multiple:  # argparse appends to the default: None, never the options' empty tuple
+            return None
         if self.field is not None:
             return getattr(ProbeOptions, self.field)
         return self.default
@@ -141,6 +143,14 @@ PROBE_FLAGS: tuple[Flag, ...] = (
         field="shapes",
         multiple=True,
         metavar="IN:AxB,...",
+    ),
+    Flag(
+        "--import",
+        "a Python file or module name that registers the package's custom ops (torch.library; the manifest's "
+        "user_code.custom_ops lists them), imported in each child before it loads the package; runs its code; repeatable",
+        field="imports",
+        metavar="MODULE_OR_FILE",
+        multiple=True,
     ),
     Flag(
         "--latency-raw",

@@ -46,6 +46,10 @@ class ProbeOptions:
         latency_raw: a file the timed runs' raw per-call times are written to, as JSON (runs ->
             label -> ``times_s``, probe/raw_times.py); a file, never stdout. Needs ``iterations`` > 1 or
             ``duration_s``.
+        imports: Python files or module names that register the package's custom ops
+            (``torch.library``; the manifest lists them: ``user_code.custom_ops``), imported in every
+            child before it loads the package (runtime/user_modules.py). Runs their code: only
+            modules the user names, never one a package names.
         verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
             the standard library only, no child, torch never imported; the other phases are
             reported as skipped.
@@ -73,6 +77,7 @@ class ProbeOptions:
     duration_s: float | None = None
     shapes: str | tuple[str, ...] | None = None
     latency_raw: str | None = None
+    imports: tuple[str, ...] = ()  # --import: modules that register the package's custom ops, imported in each child first
 
 
 ProgressFn = Callable[[str, str], None]

@@ -187,8 +187,10 @@ def load_phase(shared: Shared, dev: Device) -> Phase:
             "load", shared.options.timeout_s, key="release", path=shared.path, model_name=model_name, device_index=dev.device_index
         )
     except ChildFailure as exc:
-        dev.replay = Replay("load", replay_kind(exc))
-        return [child_finding(exc, "loading the package", "load", shared)], {}, False
+        finding = child_finding(exc, "loading the package", "load", shared)
+        if finding.code != "load.missing_op":  # its cause and remedy are known: no instrument can add to them
+            dev.replay = Replay("load", replay_kind(exc))
+        return [finding], {}, False
     dev.host["loaded_constant_fqns"] = reply.get("constant_fqns")
     detail = {"seconds": reply.get("seconds"), "constant_fqns": reply.get("constant_fqns"), "metadata": reply.get("metadata")}
     assert shared.archive is not None

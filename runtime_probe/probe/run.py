@@ -46,6 +46,7 @@ from runtime_probe.reporting.output import check_report_path, is_stdout
 from runtime_probe.reporting.paths import probe_paths
 from runtime_probe.reporting.recorder import Recorder, StepFailed, StepResult, run_steps
 from runtime_probe.reporting.report import PhaseResult, Report, make_phase
+from runtime_probe.runtime import user_modules
 from runtime_probe.runtime.terminate import Terminated, signals_raise, terminated_finding
 from runtime_probe.trust.signature import load_public_key
 
@@ -100,6 +101,12 @@ def _check_paths(options: ProbeOptions) -> None:
             # A FIFO, device or socket would hang or never end the read: say so, never open it.
             what = "no such file" if not os.path.exists(value) else "not a regular file (a FIFO, device, socket or folder)"
             raise UsageError(f"{flag}: {what}: {value}", hint=f"{flag} takes a .safetensors file")
+    for spec in options.imports or ():
+        if user_modules.is_file(spec) and not os.path.isfile(spec):
+            raise UsageError(
+                f"--import: no such file: {spec}",
+                hint="--import takes the .py file (or the module name) that registers the package's custom ops",
+            )
     for flag, folder in (("--save-inputs", options.save_inputs), ("--save-outputs", options.save_outputs)):
         if folder is not None:
             try:
@@ -287,7 +294,7 @@ def _child_env(shared: Shared) -> dict[str, str | None]:
     extracts the package there, and a child that crashes leaves nothing outside it."""
     child_tmp = os.path.join(shared.tmp, "child-tmp")
     os.makedirs(child_tmp, mode=0o700, exist_ok=True)
-    return {**shared.options.env, "TMPDIR": child_tmp}
+    return {**shared.options.env, "TMPDIR": child_tmp, **user_modules.child_env(shared.options.imports)}
 
 
 def _new_worker(shared: Shared) -> Worker:

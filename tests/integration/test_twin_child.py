@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 def test_a_failed_release_compile_kills_the_twin_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[twin_mod.TwinChild] = []
 
-    def start_child(ep: Any, configs: Any, folder: str, out_path: str, model_name: str) -> tuple[twin_mod.TwinChild, None]:
+    def start_child(
+        ep: Any, configs: Any, folder: str, out_path: str, model_name: str, imports: Any = ()
+    ) -> tuple[twin_mod.TwinChild, None]:
         # a stand-in for the twin's compile that would run for a minute
         running = _proc.start([sys.executable, "-c", "import time; time.sleep(60)"], log_path=str(tmp_path / "child.log"))
         started.append(twin_mod.TwinChild(running, str(tmp_path / "result.json"), out_path))

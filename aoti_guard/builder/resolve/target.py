@@ -6,18 +6,16 @@ TARGET is ``path/to/file.py:func`` or ``package.module:func`` (``func()`` return
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 import traceback
 import zipfile
 from typing import Any
 
 from aoti_guard.spec import BuildSpec
 from runtime_probe.reporting.errors import UsageError
+from runtime_probe.runtime import user_modules
 
-__all__ = ["FactoryError", "describe_exception", "factory_hint", "resolve_target"]
+__all__ = ["FactoryError", "describe_exception", "factory_hint", "import_target_module", "resolve_target", "target_module"]
 
 
 class FactoryError(Exception):
@@ -71,7 +69,7 @@ def resolve_target(target: str | None) -> BuildSpec:
             f"cannot read target {target!r}",
             hint="use path/to/file.py:func, package.module:func, or a file saved with torch.export.save",
         )
-    module = _import_module(module_part)
+    module = import_target_module(module_part)
     factory = getattr(module, func_name, None)
     if factory is None:
         public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
@@ -124,29 +122,29 @@ def factory_hint(exc: BaseException, default: str) -> str:
     return default
 
 
-def _import_module(module_part: str) -> Any:
-    if module_part.endswith(".py") or os.sep in module_part:
-        path = os.path.abspath(module_part)
-        if not os.path.isfile(path):
-            raise UsageError(f"no such file: {module_part}", hint="check the path before the ':'")
-        name = "_aoti_guard_target_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise UsageError(f"cannot import {module_part}", hint="TARGET must be a .py file")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        sys.path.insert(0, os.path.dirname(path))  # the file's own imports of its neighbours work
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise FactoryError(
-                f"importing {module_part} raised {type(exc).__name__}", describe_exception(exc), "fix the module so it imports cleanly"
-            ) from exc
-        return module
+def target_module(target: str | BuildSpec | None) -> str | None:
+    """The module part of a factory TARGET, exactly as the user wrote it (``path/to/file.py`` or
+    ``package.module``); None for the built-in example, a saved program or a BuildSpec."""
+    if not isinstance(target, str) or (os.path.isfile(target) and not target.endswith(".py")):
+        return None
+    module_part, sep, func_name = target.rpartition(":")
+    return module_part if sep and module_part and func_name else None
+
+
+def import_target_module(module_part: str) -> Any:
+    """Import a TARGET's module (a ``.py`` file or a dotted name) through the one rule the build's
+    children and the probe's ``--import`` share (runtime_probe/runtime/user_modules.py).
+
+    Raises:
+        UsageError: no such file or module.
+        FactoryError: importing it raised.
+    """
     try:
-        return importlib.import_module(module_part)
+        return user_modules.import_module(module_part)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {module_part}", hint="check the path before the ':'") from None
     except ModuleNotFoundError as exc:
-        if exc.name and module_part.startswith(exc.name):
+        if not user_modules.is_file(module_part) and exc.name and module_part.startswith(exc.name):
             raise UsageError(f"no module named {module_part!r}", hint="install it, or give a file path (path/to/file.py:func)") from None
         raise FactoryError(
             f"importing {module_part} raised ModuleNotFoundError", describe_exception(exc), "install what the module imports"

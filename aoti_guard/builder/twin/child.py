@@ -101,8 +101,10 @@ def main(argv: list[str]) -> int:
     from aoti_guard.builder.compile.aoti import CompileError, compile_files
     from aoti_guard.builder.resolve.saved_program import load_program
     from aoti_guard.pt2.writer import package_release
+    from runtime_probe.runtime import user_modules
 
     try:
+        user_modules.import_from_env()  # the ops the program calls: registered before the load reads them
         ep = load_program(request["program"])
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, and the parent compiles in-process
         text = str(exc)

@@ -43,12 +43,13 @@ import dataclasses
 import json
 import os
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard import _proc
 from aoti_guard.builder.resolve.saved_program import save_program
+from runtime_probe.runtime import user_modules
 
 __all__ = ["SCHEDULES", "WEIGHTS", "TwinChild", "TwinResult", "flat_program", "schedule", "start_child", "weights"]
 
@@ -164,8 +165,12 @@ _TIMEOUT_HINT = "raise --timeout, or build with --no-debug-twin; the release pac
 _CRASH_HINT = "the release package is unaffected; the last lines the twin's compiler process wrote are in this finding's evidence"
 
 
-def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str, model_name: str) -> tuple[TwinChild | None, str | None]:
-    """Save ``ep`` flat and start the child that compiles it with ``configs`` into ``out_path``.
+def start_child(
+    ep: Any, configs: Mapping[str, Any], folder: str, out_path: str, model_name: str, imports: Sequence[str] = ()
+) -> tuple[TwinChild | None, str | None]:
+    """Save ``ep`` flat and start the child that compiles it with ``configs`` into ``out_path``;
+    the child imports ``imports`` (the modules that register the program's user ops) before it
+    loads the saved program.
 
     ``(child, None)``, or ``(None, why)`` where the child cannot be given the work.
     """
@@ -188,7 +193,11 @@ def start_child(ep: Any, configs: Mapping[str, Any], folder: str, out_path: str,
     with open(request, "wb") as fh:
         fh.write(payload)
     result_path = os.path.join(folder, "twin-result.json")
-    running = _proc.start(_proc.python_argv(CHILD_MODULE, request, result_path), log_path=os.path.join(folder, "twin-child.log"))
+    running = _proc.start(
+        _proc.python_argv(CHILD_MODULE, request, result_path),
+        log_path=os.path.join(folder, "twin-child.log"),
+        env=user_modules.child_env(imports),
+    )
     return TwinChild(running, result_path, out_path), None
 
 

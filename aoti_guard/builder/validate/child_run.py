@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime_probe.child.worker import Worker
 from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.runtime import user_modules
 
 __all__ = ["ChildRun"]
 
@@ -25,6 +26,12 @@ class ChildRun:
     device_index: int | None
     out_dir: str
     timeout: float
+    imports: tuple[str, ...] = ()  # the modules that register the program's user ops (BuildOptions.user_modules)
+
+    def child_env(self) -> dict[str, str | None]:
+        """The environment of every fresh child the build starts over this run (the ladder's,
+        memcheck's): the validation child's TMPDIR (removed with the work folder) and the imports."""
+        return {"TMPDIR": self.worker.env.get("TMPDIR"), **user_modules.child_env(self.imports)}
 
     def run_args(self, g: GoldenSample) -> dict[str, Any]:
         """The child's ``run`` op arguments for one sample (the ladder replays exactly these)."""

@@ -59,7 +59,7 @@ def crash(
             device_type=run.device.split(":", 1)[0],
             device_index=run.device_index,
             python=None,
-            env={"TMPDIR": run.worker.env.get("TMPDIR")},  # the build's child TMPDIR: removed with its work folder
+            env=run.child_env(),
             tmp=tempfile.mkdtemp(dir=run.out_dir, prefix="ladder-"),
             host=host,
             deadline=time.monotonic() + budget_s,

@@ -46,7 +46,7 @@ def check(
         release_pt2,
         layout.RELEASE_MODEL,
         run.device_index,
-        env={"TMPDIR": run.worker.env.get("TMPDIR")},  # the build's child TMPDIR: removed with its work folder
+        env=run.child_env(),
         weights=_weights_args(run),
     )
     runs = [_memcheck.MemcheckRun(f"golden sample {g.id}", run.run_args(g)) for g in run.index]

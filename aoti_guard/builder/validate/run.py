@@ -187,6 +187,8 @@ def _load_release(run: ChildRun, ep: Any, configs: Mapping[str, Any], release_pt
     """The release model loaded in the child (with the program's own weights when the package
     carries none). Returns the constant names it lists when it holds its own weights (None when
     they came from here, or the runtime cannot list them). Raises ChildFailure."""
+    if run.imports:  # the child started before the build knew the program calls user ops: they register now
+        run.worker.request("import_modules", run.timeout, modules=list(run.imports))
     loaded = run.worker.request(
         "load", run.timeout, key="release", path=release_pt2, model_name=layout.RELEASE_MODEL, device_index=run.device_index
     )
@@ -430,7 +432,7 @@ def run_validation(
         fh.write(inputs_bytes)
     del inputs_bytes
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    run = ChildRun(worker, inputs_path, index, contract, options.device, device_index, work, options.timeout_s)
+    run = ChildRun(worker, inputs_path, index, contract, options.device, device_index, work, options.timeout_s, options.user_modules)
     fp64 = Float64Reference(eager_fn, contract, options.device, samples[0]) if options.fp64_reference else None
     free_cached_gpu_memory(options.device)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
