@@ -151,6 +151,14 @@ PROBE_FLAGS: tuple[Flag, ...] = (
         metavar="FILE",
     ),
     Flag(
+        "--threads",
+        "also measure calls/s with these counts of concurrent callers (threads calling the one loaded model), e.g. "
+        "1,2,4, each for --duration seconds (default 1), and say when N callers get no more than one (the package "
+        "loaded with one runner serialises them: the remedy, N runners, is tried and reported)",
+        field="threads",
+        metavar="N,N,...",
+    ),
+    Flag(
         "--save-inputs",
         "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
         kind="folder",

@@ -46,6 +46,9 @@ class ProbeOptions:
         latency_raw: a file the timed runs' raw per-call times are written to, as JSON (runs ->
             label -> ``times_s``, probe/raw_times.py); a file, never stdout. Needs ``iterations`` > 1 or
             ``duration_s``.
+        threads: ``"1,2,4"``: after the golden samples, calls/s of the first sample that ran with
+            each count of concurrent callers (threads calling the one loaded model), and a finding
+            when they do not scale (probe/throughput.py); None: not measured.
         verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
             the standard library only, no child, torch never imported; the other phases are
             reported as skipped.
@@ -73,6 +76,7 @@ class ProbeOptions:
     duration_s: float | None = None
     shapes: str | tuple[str, ...] | None = None
     latency_raw: str | None = None
+    threads: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]
