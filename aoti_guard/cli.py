@@ -247,6 +247,7 @@ def _probe_in_image(package: str, params: Mapping[str, Any], progress: Progress)
         ("--duration", params["duration"] is not None),
         ("--shapes", params["shapes"]),
         ("--latency-raw", params["latency_raw"]),
+        ("--threads", params["threads"]),
         ("--save-inputs", params["save_inputs"]),
         ("--save-outputs", params["save_outputs"]),
         ("--verify-only", params["verify_only"]),

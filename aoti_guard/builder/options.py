@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from aoti_guard.builder.resolve.dynamic import DynamicDim, parse_dynamic
 
@@ -17,6 +17,9 @@ PHASES = ("resolve", "export", "compile", "validate", "debug_twin", "package")  
 @dataclass(frozen=True)
 class BuildOptions:
     """How to build. ``output`` must end in .pt2 (torch's loader insists)."""
+
+    # fields the build sets itself, never a command-line flag (tests/unit/test_build_flags.py)
+    NOT_FLAGS: ClassVar[frozenset[str]] = frozenset({"user_modules"})
 
     output: str
     device: str = "auto"  # "auto": the factory's tensors' (builder/resolve/device.py); the resolve step sets the real one

@@ -134,19 +134,26 @@ def _driver_facts() -> dict[str, Any]:
     return out
 
 
-def op_load(
-    state: State,
-    key: str,
-    path: str,
-    model_name: str = "model",
-    device_index: int | None = None,
-    constants_from: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Load a package's model. ``constants_from`` (``{"path", "model_name"}``): the model has no
-    weights of its own (a debug twin built without them) and takes that package model's
-    constants before anything can call it."""
+@dataclass(frozen=True)
+class LoadRequest:
+    """A ``load`` request's optional arguments (``op_load`` says what each one does)."""
+
+    model_name: str = "model"
+    device_index: int | None = None
+    constants_from: dict[str, str] | None = None
+    num_runners: int = 1
+
+
+def op_load(state: State, key: str, path: str, **args: Any) -> dict[str, Any]:
+    """Load a package's model (``args``: the fields of ``LoadRequest``). ``constants_from``
+    (``{"path", "model_name"}``): the model has no weights of its own (a debug twin built without
+    them) and takes that package model's constants before anything can call it. ``num_runners``:
+    calls that may run at once (``probe --threads`` loads a second model with more to verify its
+    remedy)."""
+    req = LoadRequest(**args)
+    model_name, device_index, constants_from = req.model_name, req.device_index, req.constants_from
     started = time.monotonic()
-    model = torch_compat.make_package_loader(path, model_name, device_index)
+    model = torch_compat.make_package_loader(path, model_name, device_index, req.num_runners)
     seconds = time.monotonic() - started
     metadata = dict(model.get_metadata())
     shared = None
@@ -281,18 +288,9 @@ def op_run(state: State, key: str, **args: Any) -> dict[str, Any]:
     """
     req = RunRequest(**args)
     try:
-        tensors = _tensors(state, req.golden_path)
-    except _safetensors.SafetensorsError as exc:
-        return {"data_error": str(exc)[:500]}
-    try:
-        values = _sample_values(req, tensors)
+        tensors, leaves, spec = _prepared(state, req)
     except _Refused as cannot:
         return cannot.reply
-    leaves = _leaves(req, values)
-    spec = _treespec.load(req.in_spec)
-    refused = _inputs_refused(state, req, leaves, spec)
-    if refused is not None:
-        return {"contract_error": refused}
     model = state.models[key]
     report = _judged_run(req, model, leaves, spec, tensors)
     if "compact_error" not in report and (req.iterations > 1 or req.duration_s):
@@ -302,6 +300,54 @@ def op_run(state: State, key: str, **args: Any) -> dict[str, Any]:
         if req.raw_times:  # beside the summary, never in it: the report keeps the statistics alone
             report["times_s"] = report["latency_ms"].pop("times_s")
     return report
+
+
+def _prepared(state: State, req: RunRequest) -> tuple[dict[str, Any], list[Any], Any]:
+    """The sample's stored tensors, the call's flat leaves and the input spec, the leaves checked
+    against the contract when asked. Raises ``_Refused`` (the whole reply) when the data cannot be
+    read or made, or the contract refuses it: the model must not run."""
+    try:
+        tensors = _tensors(state, req.golden_path)
+    except _safetensors.SafetensorsError as exc:
+        raise _Refused({"data_error": str(exc)[:500]}) from None
+    leaves = _leaves(req, _sample_values(req, tensors))
+    spec = _treespec.load(req.in_spec)
+    refused = _inputs_refused(state, req, leaves, spec)
+    if refused is not None:
+        raise _Refused({"contract_error": refused})
+    return tensors, leaves, spec
+
+
+def op_throughput(state: State, key: str, callers: list[int], seconds: float, warmup: int = 3, **args: Any) -> dict[str, Any]:
+    """``probe --threads``: calls/s of the model loaded as ``key`` with each count of concurrent
+    callers in ``callers`` (threads calling it for ``seconds`` each, child/concurrency.py), on one
+    sample (``args``: the fields of ``RunRequest``). Each call ends with a device synchronize, as
+    a serving thread that reads its answer does. The reply: ``counts`` (one entry per count),
+    ``cores`` (the CPUs this process may run on), ``main_intra_op_threads``
+    (``torch.get_num_threads()`` here) and ``load_average`` (the host's, 1 minute), or a refusal
+    as ``op_run`` replies it."""
+    import torch
+
+    from runtime_probe.child.concurrency import measure
+
+    req = RunRequest(**args)
+    try:
+        _, leaves, spec = _prepared(state, req)
+    except _Refused as cannot:
+        return cannot.reply
+    model = state.models[key]
+
+    def call() -> None:
+        _run_flat(model, leaves, spec)
+        if req.device.startswith("cuda"):
+            torch.cuda.synchronize(req.device)
+
+    for _ in range(warmup):
+        call()
+    counts = [measure(call, int(n), float(seconds), torch.get_num_threads) for n in callers]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # how busy the host was: read by the verdict
+    return {"counts": counts, "cores": cores, "main_intra_op_threads": torch.get_num_threads(), "load_average": load}
 
 
 class _Refused(Exception):
@@ -702,6 +748,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "load_weights": op_load_weights,
     "constant_digests": op_constant_digests,
     "run": op_run,
+    "throughput": op_throughput,
     "ping": op_ping,
     "import_modules": op_import_modules,
 }

@@ -50,6 +50,7 @@ def load(
     public_key: str | os.PathLike[str] | None = None,
     check_values: bool | str | None = None,
     weights: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    num_runners: int = 1,
 ) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
@@ -75,6 +76,9 @@ def load(
             its weights (``aot_inductor.package_constants_in_so=False``) needs them: without, every
             call raises ConstantsContractError naming the constants never set, until
             ``load_constants`` has given them (a call would read unset memory: SIGSEGV).
+        num_runners: how many calls may run at once, from as many threads (AOTInductor's
+            ``num_runners``; each runner holds its own activations). The default, 1, makes
+            concurrent callers wait for each other: ``aoti-guard probe --threads`` measures it.
 
     Raises:
         PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
@@ -97,7 +101,11 @@ def load(
         if not verify:
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
         key = load_public_key(_path_argument(public_key, "public_key"))
-    guarded = _load_private_copy(_LoadRequest(fspath, device, model, verify, key, check_values))
+    if isinstance(num_runners, bool) or not isinstance(num_runners, int) or num_runners < 1:
+        raise UsageError(
+            f"num_runners must be a whole number of at least 1, not {num_runners!r}", hint="e.g. num_runners=4 for 4 serving threads"
+        )
+    guarded = _load_private_copy(_LoadRequest(fspath, device, model, verify, key, check_values, num_runners))
     if weights is not None:
         guarded.load_constants(weights)
     return guarded
@@ -167,7 +175,7 @@ def _import_torch(manifest: Manifest) -> None:
 @dataclass(frozen=True)
 class _LoadRequest:
     """``load``'s checked arguments: the package's path, the device and model asked for, whether
-    to verify hashes, the signing key (or None) and the value-check mode."""
+    to verify hashes, the signing key (or None) the value-check mode and the runners (calls that may run at once)."""
 
     fspath: str
     device: str | None
@@ -175,6 +183,7 @@ class _LoadRequest:
     verify: bool
     key: Any
     check_values: bool | str | None
+    num_runners: int = 1
 
 
 def _load_private_copy(req: _LoadRequest) -> GuardedModel:
@@ -215,7 +224,7 @@ def _load_verified(req: _LoadRequest, copy: str) -> GuardedModel:
     opened = _open_verified(req, copy)
     _import_torch(opened.manifest)
     try:
-        compiled = torch_compat.make_package_loader(opened.load_path, opened.model_name, opened.index)
+        compiled = torch_compat.make_package_loader(opened.load_path, opened.model_name, opened.index, req.num_runners)
     except RuntimeError as exc:
         op = user_modules.missing_op(str(exc))
         if op is not None:

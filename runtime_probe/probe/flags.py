@@ -161,6 +161,14 @@ PROBE_FLAGS: tuple[Flag, ...] = (
         metavar="FILE",
     ),
     Flag(
+        "--threads",
+        "also measure calls/s with these counts of concurrent callers (threads calling the one loaded model), e.g. "
+        "1,2,4, each for --duration seconds (default 1), and say when N callers get no more than one (the package "
+        "loaded with one runner serialises them: the remedy, N runners, is tried and reported)",
+        field="threads",
+        metavar="N,N,...",
+    ),
+    Flag(
         "--save-inputs",
         "write each golden run's inputs to DIR/SAMPLE.inputs.safetensors (replayable with --inputs)",
         kind="folder",
@@ -257,7 +265,9 @@ def probe_options(values: Mapping[str, Any], **extra: Any) -> ProbeOptions:
             continue
         value = values[flag.dest]
         if flag.multiple:  # argparse's list (None when absent), click's tuple (empty when absent)
-            value = tuple(value) if value else None
+            if not value:
+                continue  # absent: the field keeps ProbeOptions' default (None or an empty tuple)
+            value = tuple(value)
         fields[flag.field] = (not value) if flag.invert else value
     return dataclasses.replace(ProbeOptions(), **fields, **extra)
 

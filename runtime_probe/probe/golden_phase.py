@@ -26,6 +26,7 @@ from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_in
 from runtime_probe.probe.raw_times import keep_raw
 from runtime_probe.probe.shapes import describe, parse_shapes, resolve_shapes, run_names, shape_sets
 from runtime_probe.probe.state import Device, Phase, Shared, child_finding, replay_kind
+from runtime_probe.probe.throughput import run_throughput
 from runtime_probe.reporting.errors import UsageError
 from runtime_probe.reporting.findings import Finding, error, has_errors, warning
 from runtime_probe.reporting.paths import name_in_folder, probe_paths
@@ -116,7 +117,24 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
     detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in tally.runs if "stored" in r]
     if not cases and not has_errors(tally.findings):  # nothing ran: not "passed"
         detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
+    if shared.options.threads is not None:
+        detail["throughput"] = _throughput(shared, dev, tally.findings)
     return tally.findings, detail, True
+
+
+def _throughput(shared: Shared, dev: Device, findings: list[Finding]) -> dict[str, Any]:
+    """--threads on the first sample that ran (probe/throughput.py): its detail; its findings, or
+    the child's failure as one, go to ``findings``."""
+    if not dev.ran:
+        return {"skipped": "no sample ran, so there is nothing to time with several callers"}
+    what, args = dev.ran[0]
+    try:
+        found, detail = run_throughput(shared, dev, what, args)
+    except ChildFailure as exc:
+        findings.append(child_finding(exc, f"timing {what} with concurrent callers", "run", shared))
+        return {"sample": what, "error": findings[-1].message}
+    findings.extend(found)
+    return detail
 
 
 def _cases(shared: Shared, dev: Device, tally: _Tally) -> list[tuple[str, dict[str, Any]]]:

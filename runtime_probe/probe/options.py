@@ -50,6 +50,9 @@ class ProbeOptions:
             (``torch.library``; the manifest lists them: ``user_code.custom_ops``), imported in every
             child before it loads the package (runtime/user_modules.py). Runs their code: only
             modules the user names, never one a package names.
+        threads: ``"1,2,4"``: after the golden samples, calls/s of the first sample that ran with
+            each count of concurrent callers (threads calling the one loaded model), and a finding
+            when they do not scale (probe/throughput.py); None: not measured.
         verify_only: the archive phase alone (safe zip, entry hashes, signature, manifest rules):
             the standard library only, no child, torch never imported; the other phases are
             reported as skipped.
@@ -78,6 +81,7 @@ class ProbeOptions:
     shapes: str | tuple[str, ...] | None = None
     latency_raw: str | None = None
     imports: tuple[str, ...] = ()  # --import: modules that register the package's custom ops, imported in each child first
+    threads: str | None = None
 
 
 ProgressFn = Callable[[str, str], None]

@@ -41,6 +41,7 @@ from runtime_probe.probe.phases import (
 )
 from runtime_probe.probe.raw_times import write_raw
 from runtime_probe.probe.shapes import parse_shapes, shape_sets
+from runtime_probe.probe.throughput import parse_threads
 from runtime_probe.reporting.errors import UsageError
 from runtime_probe.reporting.output import check_report_path, is_stdout
 from runtime_probe.reporting.paths import probe_paths
@@ -79,6 +80,7 @@ def _check_verify_only(options: ProbeOptions) -> None:
             ("--duration", options.duration_s is not None),
             ("--shapes", options.shapes),
             ("--latency-raw", options.latency_raw),
+            ("--threads", options.threads),
             ("--save-inputs", options.save_inputs),
             ("--save-outputs", options.save_outputs),
             ("--fast", options.fast),
@@ -127,6 +129,8 @@ def _check_timing(options: ProbeOptions) -> None:
         if is_stdout(options.latency_raw):  # stdout carries the text report, or --json -
             raise UsageError("--latency-raw needs a file: stdout carries the report", hint="give --latency-raw a file name")
         check_report_path(options.latency_raw, "--latency-raw")
+    if options.threads is not None:
+        parse_threads(options.threads)  # its syntax, before any work
     for text in shape_sets(options.shapes):
         parse_shapes(text)  # its syntax, before any work; the names once the manifest is read
     if options.warmup < 0:

@@ -241,6 +241,7 @@ def detail_lines(p: PhaseResult) -> list[str]:
     return [
         *_signature_lines(p),
         *_latency_lines(p),
+        *_throughput_lines(p),
         *_user_sample_lines(p),
         *_coverage_lines(p),
         *_golden_lines(p),
@@ -367,6 +368,29 @@ def _latency_lines(p: PhaseResult) -> list[str]:
                 label += f" ({clean(run['shapes'])})"
             out += latency_lines(label, lat)
     return out
+
+
+def _throughput_lines(p: PhaseResult) -> list[str]:
+    """``probe --threads``: calls/s per count of concurrent callers, each against one caller's,
+    with the intra-op threads each call ran on and the cores; then the remedy's rerun."""
+    tp = p.detail.get("throughput")
+    if not isinstance(tp, Mapping) or not isinstance(tp.get("counts"), list):
+        return []
+    scaled = tp.get("scaling")
+    scale: Mapping[str, Any] = scaled if isinstance(scaled, Mapping) else {}
+    parts = []
+    for c in tp["counts"]:
+        if isinstance(c, Mapping) and isinstance(c.get("calls_per_s"), (int, float)):
+            n = c.get("callers")
+            parts.append(f"{n} caller{'s' if n != 1 else ''} {c['calls_per_s']:.1f} calls/s ({scale.get(str(n), '?')}x)")
+    where = f"{tp.get('intra_op_threads') or '?'} intra-op thread(s) per call, {tp.get('cores') or '?'} core(s), {tp.get('runners')} runner"
+    lines = [f"throughput {clean(tp.get('sample'))}: " + ", ".join(parts) + f"; {where}"]
+    remedy = tp.get("remedy")
+    if isinstance(remedy, Mapping):
+        rate = remedy.get("calls_per_s")
+        shown = f"{rate:.1f} calls/s" if isinstance(rate, (int, float)) else f"not measured ({clean(remedy.get('unverified'))})"
+        lines.append(f"  with {remedy.get('runners')} runners: {shown}")
+    return lines
 
 
 def latency_lines(sample: str, lat: Mapping[str, Any]) -> list[str]:

@@ -219,9 +219,11 @@ def container_runner(so_path: str, device_type: str, device_index: int | None) -
     raise TorchCompatError(f"container runner for {device_type!r}", torch_version(), "only cpu and cuda have one")
 
 
-def make_package_loader(path: str, model_name: str, device_index: int | None) -> Any:
+def make_package_loader(path: str, model_name: str, device_index: int | None, num_runners: int = 1) -> Any:
     """A ``CompiledModel`` (what torch's ``AOTICompiledModel`` does) for ``model_name`` in the
     package (or extracted package folder, where ``features()["loader_accepts_directory"]``) at ``path``.
+    ``num_runners``: how many calls may run at once (torch's default, 1, makes concurrent callers
+    wait for each other: ``probe --threads`` measures it).
 
     Constructed directly: torch's load_package retries a failed load and logs a misleading
     "Loading outdated pt2 file", and load_pt2 would load every model in the archive.
@@ -231,9 +233,9 @@ def make_package_loader(path: str, model_name: str, device_index: int | None) ->
     loader_class = package_loader_class()
     index = -1 if device_index is None else int(device_index)
     try:
-        loader = loader_class(path, model_name, False, 1, index)
+        loader = loader_class(path, model_name, False, int(num_runners), index)
     except TypeError:  # a constructor that refuses these arguments: torch's own Python loader
-        return load_package()(path, model_name)
+        return load_package()(path, model_name, num_runners=int(num_runners))
     # not torch's AOTICompiledModel: its module imports Inductor (~1 CPU-s in every loading process)
     return CompiledModel(loader, reorder_kwargs())
 

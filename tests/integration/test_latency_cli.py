@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,61 @@ def test_shapes_makes_its_inputs_as_the_build_makes_golden_samples(example_pkg: 
         assert not bool(mask[row, 0]) and bool(mask[row, -1]), mask[row]
     for row in (2, 5, 8, 11):  # not padded
         assert bool(mask[row].all()), mask[row]
+
+
+def test_threads_measures_each_count_and_tries_the_remedy(static_pkg: Built) -> None:
+    """--threads 2 on a real package: calls/s for 1 and 2 concurrent callers, their scaling, the
+    intra-op threads and cores beside them, and, when 2 callers do not scale, the same 2 callers on
+    the package loaded with 2 runners (the verdict's logic is tests/unit/test_throughput.py's)."""
+    proc = run_probe(str(static_pkg.path), "--fast", "--threads", "2", "--duration", "0.3", "--verbose", "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    validate("probe-report", report)
+    golden = next(p for p in report["phases"] if p["name"] == "golden")
+    tp = golden["detail"]["throughput"]
+    assert [c["callers"] for c in tp["counts"]] == [1, 2] and all(c["calls"] > 0 and c["seconds"] >= 0.3 for c in tp["counts"])
+    assert len(tp["counts"][1]["per_caller"]) == 2 and tp["scaling"]["1"] == 1.0 and tp["runners"] == 1
+    assert tp["cores"] >= 1 and tp["intra_op_threads"] >= 1 and tp["sample"] == "golden sample example"
+    codes = {f["code"] for f in golden["findings"]}
+    if tp["scaling"]["2"] > 1.2:
+        assert "remedy" not in tp and not codes & {"golden.throughput_serialised", "golden.throughput_saturated"}
+    else:
+        assert tp["remedy"]["runners"] == 2 and tp["remedy"]["calls_per_s"] > 0
+        assert codes & {"golden.throughput_serialised", "golden.throughput_saturated"}
+        assert "  with 2 runners: " in proc.stderr
+    assert "throughput golden sample example: 1 caller " in proc.stderr and "2 callers " in proc.stderr
+
+
+def test_threads_is_checked_before_any_work(static_pkg: Built) -> None:
+    proc = run_probe(str(static_pkg.path), "--threads", "2,many")
+    assert proc.returncode == 2 and "--threads: 'many' is not a whole number of callers" in proc.stderr
+    proc = run_probe(str(static_pkg.path), "--verify-only", "--threads", "2")
+    assert proc.returncode == 2 and "--threads needs the model loaded" in proc.stderr
+
+
+def test_guarded_loader_takes_more_runners(static_pkg: Built) -> None:
+    """runtime_probe.load(..., num_runners=2): the remedy the finding names, called from two threads at once."""
+    import threading
+
+    import torch
+
+    import runtime_probe
+
+    model = runtime_probe.load(static_pkg.path, num_runners=2)
+    x = torch.randn(8, 16)
+    expected = model(x)
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(model(x))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 2 and all(torch.equal(_first(g), _first(expected)) for g in got)
+    with pytest.raises(runtime_probe.UsageError, match="num_runners must be a whole number of at least 1"):
+        runtime_probe.load(static_pkg.path, num_runners=0)
+
+
+def _first(out: Any) -> Any:
+    import torch
+
+    return out if isinstance(out, torch.Tensor) else out[0]
