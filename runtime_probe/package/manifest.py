@@ -69,6 +69,10 @@ __all__ = [
 # 1.8: Symbol.value_of and IOContract.data_checks: the model's own checks on input values
 # (torch._check(b < y.shape[0]) with b = x.item()); a 1.7 reader ignores them and lets the native
 # code refuse such a call with torch's message over internal symbols (``Expected u0 < s17``)
+# 1.8: GoldenSample.tolerances and CompactSample.tolerances (a half-precision edge sample's own
+# tolerance, so that it never widens golden.tolerances) and Golden.allow_nonfinite (NaN/Inf where
+# the reference holds the same pass): a 1.7 reader ignores them, holds an edge sample to the
+# narrower golden.tolerances and NaN never equal to NaN: it may fail an edge sample, never passes falsely
 MANIFEST_SCHEMA_VERSION = "1.8"
 _OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.8")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
@@ -308,6 +312,9 @@ class GoldenSample:
     inputs: dict[str, str]  # input name -> tensor key in the golden file
     outputs: dict[str, str]  # output name -> tensor key
     symbols: dict[str, int] = field(default_factory=dict)
+    # since 1.8: the sample's own tolerance per output (a half-precision edge sample's, measured on
+    # it alone: runtime_probe/golden/sample_rule.py); None: held to golden.tolerances
+    tolerances: tuple[Tolerance, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -361,6 +368,7 @@ class CompactSample:
     inputs: dict[str, str]  # captured inputs, stored whole: input name -> key in the golden file
     recipes: tuple[InputRecipe, ...]  # generated inputs
     outputs: tuple[OutputDigest, ...]
+    tolerances: tuple[Tolerance, ...] | None = None  # since 1.8: as GoldenSample.tolerances
 
 
 @dataclass(frozen=True)
@@ -396,6 +404,16 @@ class Golden:
     compact_samples: tuple[CompactSample, ...] | None = None
     # since 1.8: the references were made for weights given at load (References); None: the build's own
     references: References | None = None
+    # since 1.8: the build's --allow-nonfinite (NaN/Inf where the reference holds the same pass on
+    # every sample: runtime_probe/golden/sample_rule.py)
+    allow_nonfinite: bool = False
+
+    def tolerances_of(self, sample_id: str) -> tuple[Tolerance, ...]:
+        """The tolerances the sample ``sample_id`` is held to: its own where its record has them
+        (an edge sample's, since 1.8), else the package's per output."""
+        records: list[GoldenSample | CompactSample] = [*self.samples, *(self.compact_samples or ())]
+        own = next((s.tolerances for s in records if s.id == sample_id and s.tolerances is not None), None)
+        return own if own is not None else self.tolerances
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from runtime_probe.child.worker import ChildFailure, ChildRaised
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
+from runtime_probe.golden.sample_rule import sample_rule
 from runtime_probe.ladder.steps import Replay
-from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
@@ -37,9 +37,11 @@ __all__ = ["golden_phase"]
 def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str, Any], *, user: bool) -> dict[str, Any]:
     m = shared.manifest
     assert m is not None
-    tolerances = (
-        {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
-    )
+    golden = m.golden if (dev.golden_valid and not user) else None
+    sample_id = str(sample.get("id"))
+    # held to the sample's own tolerances where it has them, NaN/Inf judged by the build's rule for it
+    tolerances = {t.output: [t.atol, t.rtol] for t in golden.tolerances_of(sample_id)} if golden is not None else None
+    equal_nan = golden is not None and sample_rule(sample_id, allow_nonfinite=golden.allow_nonfinite).matched_nonfinite
     inputs = [
         {"name": i.name, "kind": i.kind, "value": i.value, "stride": list(i.tensor.stride) if i.tensor else None} for i in m.io.inputs
     ]
@@ -51,6 +53,7 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
         "outputs": [o.name for o in m.io.outputs if o.tensor is not None],  # the runner returns tensors only
         "device": dev.device,
         "tolerances": tolerances,
+        "equal_nan": equal_nan,
     }
     if user:
         args.update(input_device=shared.options.inputs_device or dev.device, contract_from=os.path.abspath(shared.path))
@@ -200,7 +203,7 @@ def _record_reply(shared: Shared, dev: Device, tally: _Tally, case: tuple[str, d
     tally.runs.append(_run_entry(sample_id, args, reply, tally.stored))
     if reply.get("times_s"):
         keep_raw(shared, dev, tally.runs[-1], reply["times_s"])
-    new = _judge(sample_id, reply, shared.manifest)
+    new = _judge(sample_id, reply)
     tally.findings.extend(new)
     dev.ran.append((_what(sample_id, args), _replay_args(args)))  # memcheck reruns it (escalate)
     if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
@@ -363,7 +366,7 @@ def _named_index(shared: Shared, finding: Finding) -> Finding:
     return replace(finding, message=f"{named} ({finding.message})", evidence={**finding.evidence, "named": named})
 
 
-def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list[Finding]:
+def _judge(sample_id: str, reply: Mapping[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
     if "count_mismatch" in reply:
         cm = reply["count_mismatch"]
@@ -405,14 +408,13 @@ def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list
                     )
                 )
                 continue
-            tol = m.tolerance_for(name) if m is not None else None
             findings.append(
                 error(
                     "golden.mismatch",
                     "golden",
                     f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)"
                     + _golden_cases.stats_words(st),
-                    expected=f"|out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|" if tol else "within tolerance",
+                    expected=_bound_words(st),
                     found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
                     hint="the package computes different results on this host: check the host findings (arch, torch)",
                     evidence={
@@ -423,3 +425,12 @@ def _judge(sample_id: str, reply: Mapping[str, Any], m: Manifest | None) -> list
                 )
             )
     return findings
+
+
+def _bound_words(st: Mapping[str, Any]) -> str:
+    """The rule an output was held to, from the child's comparison: the tolerance its sample is
+    held to (its own where it has one: Golden.tolerances_of)."""
+    atol, rtol = st.get("atol"), st.get("rtol")
+    if isinstance(atol, (int, float)) and isinstance(rtol, (int, float)):
+        return f"|out - ref| <= {atol:g} + {rtol:g}*|ref|"
+    return "within tolerance"

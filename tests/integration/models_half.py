@@ -36,3 +36,31 @@ def mlp_fp16() -> Any:
     """float16 that is fine: at the edge, eager and the package overflow alike."""
     torch.manual_seed(0)
     return _Mlp().eval().half(), (torch.randn(4, 8, dtype=torch.float16),)
+
+
+class _NanAtTheEdge(torch.nn.Module):
+    """``y - y`` after ``y = x * x`` overflowed: inf - inf = NaN, in eager and (casts emulated) in
+    the package alike; 0 on every ordinary sample."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * x
+        return y - y
+
+
+def nan_at_the_edge() -> Any:
+    torch.manual_seed(0)
+    return _NanAtTheEdge(), (torch.randn(4, 8, dtype=torch.float16),)
+
+
+class _AddSub(torch.nn.Module):
+    """bfloat16 ``(a + b) - b``: eager rounds ``a + b``, Inductor keeps it in float32, so on the
+    edge-rounding sample the package is closer to float64 than eager, by far more than on any
+    ordinary sample."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a + b) - b
+
+
+def add_sub_bf16() -> Any:
+    torch.manual_seed(0)
+    return _AddSub(), (torch.randn(4, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16))

@@ -7,12 +7,16 @@ Each model is built once through the CLI (module fixture); the assertions read t
 
 from __future__ import annotations
 
+import hashlib
+import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Built, build_package, run_probe
+from tests.integration.test_build import manifest_of
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +35,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
         "overflow": build_package(out, "overflow", f"{MODELS}:overflow", "--no-debug-twin"),
         "remedied": build_package(out, "remedied", f"{MODELS}:overflow", "--no-debug-twin", *FLAG),
         "mlp": build_package(out, "mlp", f"{MODELS}:mlp_fp16", "--no-debug-twin"),
+        "nan": build_package(out, "nan", f"{MODELS}:nan_at_the_edge", "--no-debug-twin", *FLAG),
+        "addsub": build_package(out, "addsub", f"{MODELS}:add_sub_bf16", "--no-debug-twin"),
     }
 
 
@@ -61,3 +67,54 @@ def test_float16_that_is_fine_at_the_edge_stays_green(built: dict[str, Built]) -
     assert b.returncode == 0 and b.report is not None, b.stdout[-3000:]
     assert not [f for p in b.report["phases"] for f in p["findings"] if f["severity"] in ("error", "warning")]
     assert "edge-overflow" in b.stdout, "the edge samples were made and validated"
+
+
+def test_the_probe_passes_a_package_whose_edge_sample_gives_eagers_nan_and_fails_one_whose_nan_moved(
+    built: dict[str, Built], tmp_path: Path
+) -> None:
+    import torch
+
+    from runtime_probe.formats import safetensors
+    from runtime_probe.runtime import layout
+
+    b = built["nan"]
+    assert b.returncode == 0 and b.path.exists(), b.stdout[-3000:]
+    m = manifest_of(b.path)
+    edge = next(s for s in m.golden.samples if s.id == "edge-overflow")
+    probe = run_probe(str(b.path), "--json", str(tmp_path / "probe.json"))
+    assert probe.returncode == 0, probe.stdout[-3000:]
+    # the same package with the edge sample's reference NaN moved (its hash in the manifest made
+    # to match, unsigned): the probe still fails it
+    moved = tmp_path / "moved.pt2"
+    with zipfile.ZipFile(b.path) as zin:
+        root = zin.namelist()[0].split("/", 1)[0]
+        tensors = safetensors.load(zin.read(f"{root}/{m.golden.entry}"))
+        ref = tensors[edge.outputs["output"]]
+        assert bool(ref.isnan().any()) and bool((~ref.isnan()).any()), "eager's NaN is in some places only"
+        tensors[edge.outputs["output"]] = torch.where(ref.isnan(), torch.zeros_like(ref), torch.full_like(ref, float("nan")))
+        golden = safetensors.dumps(tensors, {"format": "aoti-guard golden v2"})
+        manifest = json.loads(zin.read(f"{root}/{layout.MANIFEST}"))
+        manifest["hashes"][m.golden.entry] = hashlib.sha256(golden).hexdigest()
+        with zipfile.ZipFile(moved, "w", zipfile.ZIP_STORED) as zout:
+            for info in zin.infolist():
+                rel = info.filename.split("/", 1)[1]
+                data = {m.golden.entry: golden, layout.MANIFEST: json.dumps(manifest).encode()}.get(rel) or zin.read(info)
+                zout.writestr(info, data)
+    failed = run_probe(str(moved), "--json", str(tmp_path / "moved.json"))
+    report = json.loads((tmp_path / "moved.json").read_text())
+    mismatch = [f for p in report["phases"] for f in p["findings"] if f["code"] == "golden.mismatch"]
+    assert failed.returncode != 0 and mismatch and "edge-overflow" in mismatch[0]["message"], failed.stdout[-3000:]
+
+
+def test_an_edge_sample_keeps_its_own_tolerance_and_never_widens_the_ordinary_samples(built: dict[str, Built]) -> None:
+    b = built["addsub"]
+    assert b.returncode == 0 and b.report is not None, b.stdout[-3000:]
+    assert not _findings(b.report, "build.tolerance_wide"), "no ordinary sample's check was widened"
+    m = manifest_of(b.path)
+    (shared,) = m.golden.tolerances
+    records = [*m.golden.samples, *(m.golden.compact_samples or ())]
+    (own,) = next(s for s in records if s.id == "edge-rounding").tolerances
+    assert "edge" not in str(shared.origin) and own.atol > shared.atol, (shared, own)
+    assert all(s.tolerances is None for s in records if not s.id.startswith("edge-"))
+    probe = run_probe(str(b.path))
+    assert probe.returncode == 0, probe.stdout[-3000:]

@@ -152,6 +152,7 @@ def assemble(
             TOLERANCE_RULE,
             tuple(f"{r['sample']}: {r['why']}" for r in outcome.storage if r.get("stored") == "dropped"),
             tuple(outcome.compact) or None,
+            allow_nonfinite=options.allow_nonfinite,  # the probe judges NaN/Inf by the same rule (golden/sample_rule.py)
         )
     twin = None
     hashed = dict(early)

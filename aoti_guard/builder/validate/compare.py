@@ -5,12 +5,15 @@ Verdict per output and sample: pass when ``allclose(compiled, eager)`` within th
 (tolerance.py: --atol/--rtol, else the dtype's default); else pass
 when the compiled result is about as close to a float64 reference as eager is (RMSE within 3x of
 eager's, plus atol/10: the rule torch._dynamo uses for its own accuracy checks); else fail.
-Non-finite values in a compiled output fail unless allowed.
+Non-finite values in a compiled output fail unless allowed; where NaN/Inf are the expected answer
+(a half-precision edge sample, --allow-nonfinite) is runtime_probe/golden/sample_rule.py's rule,
+which the probe applies too. An edge sample's differences set a tolerance of its own
+(``ValidationResult.sample_tolerances``), never the output's shared one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +21,7 @@ from aoti_guard.builder.golden import Sample, ToleranceStats, stored_floor
 from aoti_guard.builder.validate.references import sample_env
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from aoti_guard.builder.validate.verdict import close_to_fp64
+from runtime_probe.golden.sample_rule import sample_rule
 from runtime_probe.package.manifest import IOContract, Tolerance
 from runtime_probe.reporting.findings import Finding, error, warning
 
@@ -32,6 +36,8 @@ class ValidationResult:
     tolerances: list[Tolerance] = field(default_factory=list)
     table: list[dict[str, Any]] = field(default_factory=list)
     margins: list[dict[str, Any]] = field(default_factory=list)  # per output: the worst error against its tolerance
+    # sample id -> its own tolerance per output (sample_rule's own_tolerance: the edge samples)
+    sample_tolerances: dict[str, list[Tolerance]] = field(default_factory=dict)
 
 
 # A stored atol this many times its dtype's floor is reported with the sample and rule behind it.
@@ -76,7 +82,8 @@ class Comparison:
         self.contract = contract
         self.rule = _Rule(allow_nonfinite, tolerance, device, fp64_rule)
         self.result = ValidationResult()
-        self._gathered = {o.name: ToleranceStats(o.name, o.tensor.dtype, device) for o in contract.outputs if o.tensor is not None}
+        self._gathered = self._new_stats()
+        self._own: dict[str, dict[str, ToleranceStats]] = {}  # sample id -> its own stats (sample_rule's own_tolerance)
         self._seen: set[str] = set()  # outputs with at least one compared pair
         self._widest: dict[str, dict[str, Any]] = {}  # output -> the table row of the sample that set its stored atol
 
@@ -105,20 +112,31 @@ class Comparison:
             r = refs64[k] if refs64 is not None and k < len(refs64) else None
             c, e, r = _staged(self.rule.device, c, e, r)
             _judge_one(self.result, self.rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
-            if spec.name in self._gathered:
-                stats = self._gathered[spec.name]
-                before = stats.excess
-                stats.add(c, e)
-                if stats.excess > before or spec.name not in self._widest:
-                    self._widest[spec.name] = self.result.table[-1]
-                self._seen.add(spec.name)
+            if spec.name not in self._gathered:
+                continue
+            self._seen.add(spec.name)
+            if sample_rule(s.id, allow_nonfinite=self.rule.allow_nonfinite).own_tolerance:
+                self._own.setdefault(s.id, self._new_stats())[spec.name].add(c, e)
+                continue
+            stats = self._gathered[spec.name]
+            before = stats.excess
+            stats.add(c, e)
+            if stats.excess > before or spec.name not in self._widest:
+                self._widest[spec.name] = self.result.table[-1]
         return self.result.table[rows_before:]
+
+    def _new_stats(self) -> dict[str, ToleranceStats]:
+        """One empty ToleranceStats per tensor output."""
+        return {o.name: ToleranceStats(o.name, o.tensor.dtype, self.rule.device) for o in self.contract.outputs if o.tensor is not None}
 
     def finish(self) -> ValidationResult:
         """The result, with a tolerance for every output that was compared at least once: the
         stored one, its origin, and the build check it was validated by."""
         self.result.tolerances = [self._recorded(g) for name, g in self._gathered.items() if name in self._seen]
-        self.result.margins = margins(self.result.table, self.result.tolerances)
+        self.result.sample_tolerances = {
+            sid: [self._recorded(g, sid) for name, g in own.items() if name in self._seen] for sid, own in self._own.items()
+        }
+        self.result.margins = margins(self.result.table, self.result.tolerances, self.result.sample_tolerances)
         for tol in self.result.tolerances:
             dtype = self._gathered[tol.output].dtype
             floors = stored_floor(dtype)
@@ -128,8 +146,9 @@ class Comparison:
                 self.result.findings.append(_wide(tol, dtype, floors[0], widest))
         return self.result
 
-    def _recorded(self, gathered: ToleranceStats) -> Tolerance:
-        sample = self._widest.get(gathered.output, {}).get("sample")
+    def _recorded(self, gathered: ToleranceStats, own: str | None = None) -> Tolerance:
+        """``gathered``'s stored tolerance: the output's shared one, or sample ``own``'s."""
+        sample = own if own is not None else self._widest.get(gathered.output, {}).get("sample")
         tol = gathered.tolerance(sample if isinstance(sample, str) else None)
         return replace(tol, build_check=self.rule.tolerance.for_dtype(gathered.dtype))
 
@@ -161,9 +180,10 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
     b_atol, b_rtol = check.atol, check.rtol
     # A half-precision edge sample (golden.py) is made to overflow: NaN/Inf where eager has them is
     # its expected answer, and one where eager has none (or a finite value where eager overflows)
-    # is a mismatch like any other, which the stage bisection then explains.
-    edge = bool(s.edge)
-    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=rule.allow_nonfinite or edge, device=rule.device)
+    # is a mismatch like any other, which the stage bisection then explains. The probe judges by
+    # the same rule (sample_rule.py).
+    matched = sample_rule(s.id, allow_nonfinite=rule.allow_nonfinite).matched_nonfinite
+    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=matched, device=rule.device)
     row: dict[str, Any] = {
         "sample": s.id,
         "output": name,
@@ -173,7 +193,7 @@ def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: A
         # the float64 reference's distance, recorded whatever the verdict (docs/zoo.md's column)
         row.update(max_abs_vs_fp64=_max_abs_diff(c, r, rule.device), eager_max_abs_vs_fp64=_max_abs_diff(e, r, rule.device))
     verdict = bool(st.get("passed"))
-    if st.get("nonfinite") and not rule.allow_nonfinite and not edge:
+    if st.get("nonfinite") and not matched:
         result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
         verdict = True  # reported once, as non-finite
     elif not verdict and "reason" not in st and rule.fp64_rule and isinstance(r, torch.Tensor) and r.is_floating_point():
@@ -251,9 +271,12 @@ def manifest_table(table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in CHECK_KEYS} for row in table]
 
 
-def margins(table: Sequence[dict[str, Any]], tolerances: Sequence[Tolerance]) -> list[dict[str, Any]]:
+def margins(
+    table: Sequence[dict[str, Any]], tolerances: Sequence[Tolerance], own: Mapping[str, Sequence[Tolerance]] | None = None
+) -> list[dict[str, Any]]:
     """Per output, its worst sample: the error, the share of the build tolerance it used, and the
-    tolerance the package stores (the text summary prints these, so no one has to open the JSON)."""
+    tolerance the package stores for that sample (``own``: sample id -> a sample's own tolerances,
+    else the output's ``tolerances``; the text summary prints these, so no one has to open the JSON)."""
     stored = {t.output: t for t in tolerances}
     out: dict[str, dict[str, Any]] = {}
     for row in table:
@@ -278,7 +301,7 @@ def margins(table: Sequence[dict[str, Any]], tolerances: Sequence[Tolerance]) ->
     result = []
     for name, m in out.items():
         m.pop("_key")
-        tol = stored.get(name)
+        tol = next((t for t in (own or {}).get(str(m["sample"]), ()) if t.output == name), stored.get(name))
         if tol is not None:
             m.update(stored_atol=tol.atol, stored_rtol=tol.rtol)
         result.append(m)

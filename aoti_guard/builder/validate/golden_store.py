@@ -13,7 +13,7 @@ captured inputs alone pass the cap, or an output has no compact form (complex nu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aoti_guard.builder.golden import Sample
@@ -128,34 +128,43 @@ class GoldenStore:
         )
         return None
 
-    def payload(self, tolerances: Sequence[Tolerance]) -> tuple[bytes, list[GoldenSample], list[CompactSample]] | None:
+    def payload(
+        self, tolerances: Sequence[Tolerance], own: Mapping[str, Sequence[Tolerance]] | None = None
+    ) -> tuple[bytes, list[GoldenSample], list[CompactSample]] | None:
         """The golden file and its two indexes (whole samples, compact ones); None when nothing is
-        kept. ``tolerances``: the package's, from which the digests' statistics tolerances follow."""
-        import torch
-
+        kept. ``tolerances``: the package's; ``own``: sample id -> that sample's own tolerances
+        (compare.py's ``sample_tolerances``), recorded on its record. A compact digest's
+        statistics tolerances follow from the tolerance its sample is held to."""
         if not self.full and not self.compact:
             return None
+        own = own or {}
         tensors: dict[str, Any] = {}
         index: list[GoldenSample] = []
         for i, s in enumerate(self.full):
             ins = _put(tensors, f"s{i}.in.", ((spec.name, v) for spec, v in zip(self.contract.inputs, s.leaves) if spec.kind == "tensor"))
             outs = _put(tensors, f"s{i}.out.", ((spec.name, v) for spec, v in zip(self.contract.outputs, s.outputs)))
-            index.append(GoldenSample(s.id, ins, outs, dict(s.symbols)))
+            index.append(GoldenSample(s.id, ins, outs, dict(s.symbols), _own(own, s.id)))
         compact: list[CompactSample] = []
         for j, c in enumerate(self.compact):
             for key, pool in c.sample.pools.items():
                 tensors[key] = pool
             ins = _put(tensors, f"c{j}.in.", c.captured.items())
+            held = _own(own, c.sample.id) or tuple(tolerances)
             digests = []
             for d in c.digests:
                 tensors[f"c{j}.at.{d.name}"], tensors[f"c{j}.ref.{d.name}"] = d.indices, d.values
-                tol = reference_tolerance(tolerances, d.name)
                 place = DigestPlace(d.name, d.dtype, d.shape, f"c{j}.at.{d.name}", f"c{j}.ref.{d.name}")
-                digests.append(output_digest(place, d.stats, tol))
+                digests.append(output_digest(place, d.stats, reference_tolerance(held, d.name)))
             generated = [r for r in c.sample.recipes if r.input not in c.captured]
-            compact.append(CompactSample(c.sample.id, dict(c.sample.symbols), c.sample.origin, ins, tuple(generated), tuple(digests)))
-        del torch
+            record = CompactSample(c.sample.id, dict(c.sample.symbols), c.sample.origin, ins, tuple(generated), tuple(digests))
+            compact.append(replace(record, tolerances=_own(own, c.sample.id)))
         return _safetensors.dumps(tensors, {"format": FORMAT}), index, compact
+
+
+def _own(own: Mapping[str, Sequence[Tolerance]], sample_id: str) -> tuple[Tolerance, ...] | None:
+    """The sample's own tolerances as its record keeps them (None: it has none)."""
+    mine = own.get(sample_id)
+    return tuple(mine) if mine else None
 
 
 @dataclass(frozen=True)

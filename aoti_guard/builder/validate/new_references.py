@@ -229,7 +229,9 @@ def references(fn: Any, m: Manifest, inputs: GoldenInputs, device: str) -> NewGo
             stats = _compact.reference_stats(ref, device=device if device.startswith("cuda") else None)
             digests.append(
                 output_digest(
-                    DigestPlace(d.output, d.dtype, d.shape, d.indices, d.values), stats, reference_tolerance(m.golden.tolerances, d.output)
+                    DigestPlace(d.output, d.dtype, d.shape, d.indices, d.values),
+                    stats,
+                    reference_tolerance(m.golden.tolerances_of(c.id), d.output),
                 )
             )
         compact.append(dataclasses.replace(c, outputs=tuple(digests)))

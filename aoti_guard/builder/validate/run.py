@@ -110,6 +110,7 @@ class Validation:
 
     findings: list[Finding] = field(default_factory=list)
     tolerances: list[Any] = field(default_factory=list)
+    sample_tolerances: dict[str, list[Any]] = field(default_factory=dict)  # an edge sample's own (compare.py)
     table: list[dict[str, Any]] = field(default_factory=list)
     golden_bytes: bytes | None = None
     index: list[Any] = field(default_factory=list)
@@ -467,6 +468,7 @@ def run_validation(
         result = steps.comparison.finish()
         out.findings += result.findings
         out.tolerances, out.table, out.margins = result.tolerances, result.table, result.margins
+        out.sample_tolerances = result.sample_tolerances
         failed = next((f for f in result.findings if f.code == "build.validation_failed"), None)
         if failed is not None and not steps.child_gone:
             out.findings += _bisect(ep, eager_fn, contract, configs, options, tolerance, run, samples, failed, graph_causes, note, out)
@@ -481,7 +483,7 @@ def run_validation(
         if not steps.child_failures:  # the debug_twin step checks the twin in the same child (twin_check.py)
             out.child_run, out.release_example = run, steps.release_example
             out.release_nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-        payload = steps.store.payload(out.tolerances)
+        payload = steps.store.payload(out.tolerances, out.sample_tolerances)
         if payload is not None:
             out.golden_bytes, out.index, out.compact = payload
         out.storage = steps.store.rows
