@@ -20,6 +20,7 @@ from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.manifest import Manifest
+from runtime_probe.package.placement import input_record
 from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
@@ -39,9 +40,7 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
     tolerances = (
         {t.output: [t.atol, t.rtol] for t in m.golden.tolerances} if (m.golden is not None and dev.golden_valid and not user) else None
     )
-    inputs = [
-        {"name": i.name, "kind": i.kind, "value": i.value, "stride": list(i.tensor.stride) if i.tensor else None} for i in m.io.inputs
-    ]
+    inputs = [input_record(i) for i in m.io.inputs]
     args: dict[str, Any] = {
         "golden_path": golden_path,
         "sample": dict(sample),
@@ -52,7 +51,9 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
         "tolerances": tolerances,
     }
     if user:
-        args.update(input_device=shared.options.inputs_device or dev.device, contract_from=os.path.abspath(shared.path))
+        # --inputs-device places every input there (a serving bug replayed); without it each input
+        # goes where the package takes it (child/ops.py, package/placement.py)
+        args.update(input_device=shared.options.inputs_device, contract_from=os.path.abspath(shared.path))
     else:  # the package's own data, through the guarded loader's checks before it runs (child/ops.py)
         args.update(contract_from=os.path.abspath(shared.path), stored=True)
     return args
