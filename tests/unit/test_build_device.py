@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aoti_guard.builder.resolve.device import AUTO, Placed, decide, resolve_device, tensor_devices
+from aoti_guard.builder.resolve.device import AUTO, Placed, cpu_inputs_beside, decide, resolve_device, tensor_devices
 from aoti_guard.spec import BuildSpec
 from runtime_probe.reporting.errors import UsageError
 
@@ -122,10 +122,19 @@ class Embed(torch.nn.Module):
         return self.emb(ids.to(h.device)) + h
 
 
-def test_explicit_device_keeps_the_inputs_a_served_factory_put_on_the_cpu() -> None:
-    # meta stands in for cuda: the model and h on it, ids on the CPU on purpose; --device moves the
-    # model's side and leaves the ids where the factory put them
+def _cpu_ids() -> BuildSpec:
+    # meta stands in for cuda: the model and h on it, ids on the CPU on purpose
     with torch.device("meta"):
-        spec = BuildSpec(Embed(), (torch.zeros(3, dtype=torch.int64, device="cpu"), torch.randn(3, 4)))
-    moved = {t.where: t.device for t in tensor_devices(resolve_device(spec, "meta").spec)}
-    assert moved == {"model.emb.weight": "meta", "args[0]": "cpu", "args[1]": "meta"}
+        return BuildSpec(Embed(), (torch.zeros(3, dtype=torch.int64, device="cpu"), torch.randn(3, 4)))
+
+
+def test_a_factory_keeping_inputs_on_the_cpu_is_taken_as_it_is() -> None:
+    spec = _cpu_ids()
+    assert decide(tensor_devices(spec)) == "meta"
+    assert resolve_device(spec, "meta").spec.args[0].device.type == "meta"  # --device: everything moves
+
+
+def test_an_eager_failure_beside_cpu_inputs_names_them_in_the_hint() -> None:
+    hint = cpu_inputs_beside(_cpu_ids())
+    assert hint is not None and hint.startswith("the example keeps args[0] on the CPU beside the model on meta")
+    assert cpu_inputs_beside(_spec("cpu", "cpu", "cpu")) is None

@@ -15,8 +15,8 @@ the example's tensors (``decide``), by what AOTInductor serves (docs/gpu-validat
   model: refused naming the inputs.
 - a model without parameters takes the device of its non-CPU inputs (one, or refused), else cpu.
 
-With ``--device`` the model and every tensor on its device move there (never half); an input the
-factory kept on the CPU beside a CUDA model stays there when ``--device`` is a CUDA device too.
+With ``--device`` the model and every example tensor move there (never half: an input kept on the
+CPU beside a CUDA model is the factory's choice, made by leaving ``--device`` out).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import NamedTuple
 from aoti_guard.spec import BuildSpec
 from runtime_probe.reporting.errors import UsageError
 
-__all__ = ["AUTO", "COMPILABLE", "DeviceChoice", "Placed", "decide", "resolve_device", "tensor_devices"]
+__all__ = ["AUTO", "COMPILABLE", "DeviceChoice", "Placed", "cpu_inputs_beside", "decide", "resolve_device", "tensor_devices"]
 
 COMPILABLE = ("cpu", "cuda")  # the device types AOTInductor compiles packages for
 _NAMED = 3  # tensors named per device in a mixed-device error
@@ -38,7 +38,7 @@ _NAMED = 3  # tensors named per device in a mixed-device error
 class DeviceChoice:
     device: str  # "cpu" or "cuda:N"
     origin: str  # "--device" | "the factory's tensors" | "no tensors (cpu)"
-    spec: BuildSpec  # the model on ``device``, each input on it or on the CPU
+    spec: BuildSpec  # the model on ``device``, each input on it or (the factory's choice) on the CPU
 
 
 class Placed(NamedTuple):
@@ -195,19 +195,32 @@ def _check_available(device: str) -> None:
 
 
 def _moved(spec: BuildSpec, device: str) -> BuildSpec:
-    """``spec`` with the model and every example tensor on ``device``, except the inputs a served
-    factory keeps on the CPU beside its CUDA model when ``device`` is CUDA too (samples stay: they
-    are checked and moved where they are used)."""
+    """``spec`` with the model and every example tensor on ``device`` (samples stay: they are
+    checked and moved where they are used)."""
     import torch
     from torch.utils import _pytree as pytree
 
     _check_available(device)
-    try:
-        keep_cpu = device != "cpu" and (decide(tensor_devices(spec)) or "cpu") != "cpu"
-    except UsageError:  # a placement AOTI cannot serve: --device moves all of it
-        keep_cpu = False
-    move = lambda t: t if not isinstance(t, torch.Tensor) or (keep_cpu and t.device.type == "cpu") else t.to(device)  # noqa: E731
+    move = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
     model = spec.model.to(device) if isinstance(spec.model, torch.nn.Module) else spec.model
     return dataclasses.replace(
         spec, model=model, args=tuple(pytree.tree_map(move, list(spec.args))), kwargs=pytree.tree_map(move, dict(spec.kwargs))
+    )
+
+
+def cpu_inputs_beside(spec: BuildSpec) -> str | None:
+    """A hint's words when the example keeps inputs on the CPU beside a model on another device
+    (accepted by ``decide``; right when the model moves them itself, the likely cause when its
+    eager run fails), None otherwise."""
+    placed = list(tensor_devices(spec))
+    model = {_normalise(t.device) for t in placed if t.of_model} - {"cpu"}
+    on_cpu = [t.where for t in placed if not t.of_model and t.device == "cpu"]
+    if len(model) != 1 or not on_cpu:
+        return None
+    (device,) = model
+    names = ", ".join(on_cpu[:_NAMED]) + (" ..." if len(on_cpu) > _NAMED else "")
+    return (
+        f"the example keeps {names} on the CPU beside the model on {device} (kept there: a model may take an "
+        f"input on the CPU and move it itself); if the model does not, put it on {device} in the factory, "
+        f"or pass --device {device} to move everything"
     )
