@@ -22,6 +22,7 @@ from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import compact as _compact
+from runtime_probe.package.placement import leaf_device
 from runtime_probe.runtime import numerics as _numerics
 from runtime_probe.runtime import torch_compat
 
@@ -271,7 +272,8 @@ def op_run(state: State, key: str, **args: Any) -> dict[str, Any]:
     """Run one sample through a loaded model and compare with the references it stores
     (``args``: the fields of ``RunRequest``, by name).
 
-    ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
+    Each input goes where the package takes it (``inputs[i]["device"]``: package/placement.py),
+    or every one to ``input_device`` (to replay a serving bug);
     ``contract_from`` (the package path) checks them against its contract first, by name;
     ``stored``: the inputs are the package's own golden samples, checked by leaf name with the
     value ranges (``_stored_contract_error``). A refusal is ``contract_error`` in the reply, and
@@ -385,7 +387,8 @@ def _leaves(req: RunRequest, values: dict[str, Any]) -> list[Any]:
     symbols = req.sample.get("symbols") or {}
     for spec in req.inputs:
         if spec["kind"] == "tensor":
-            leaves.append(_restride(values[spec["name"]], spec.get("stride"), symbols).to(req.input_device or req.device))
+            where = req.input_device or leaf_device(spec.get("device", req.device), req.device)
+            leaves.append(_restride(values[spec["name"]], spec.get("stride"), symbols).to(where))
         else:
             leaves.append(spec.get("value"))
     if req.save_inputs_path is not None:

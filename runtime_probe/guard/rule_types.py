@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_probe.guard.fastsource import FastSource
 from runtime_probe.package.manifest import InputSpec, IOContract, TensorSpec
+from runtime_probe.package.placement import leaf_device
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env
@@ -40,6 +41,12 @@ class Leaf:
     def tensor(self) -> TensorSpec:
         assert self.spec.tensor is not None  # the table gives tensor rules tensor leaves only
         return self.spec.tensor
+
+    @property
+    def placed(self) -> Any:
+        """The device this tensor leaf must be on: the model's, or its own (a CUDA model's CPU
+        input), by the one rule of package/placement.py."""
+        return self.torch.device(leaf_device(self.tensor.device, str(self.device)))
 
 
 @dataclass(frozen=True)

@@ -120,10 +120,13 @@ def _constant_fast(leaf: Leaf, src: FastSource) -> list[str]:
 
 
 def _what_rule(leaf: Leaf) -> Rule:
-    name, t, device, torch = leaf.name, leaf.tensor, leaf.device, leaf.torch
+    name, t, device, torch = leaf.name, leaf.tensor, leaf.placed, leaf.torch
     dtype = getattr(torch, t.dtype)
     dev_type, dev_index = device.type, device.index
     where = f"{dev_type}:{dev_index}" if dev_index is not None else dev_type
+    # a leaf placed apart from the model (a CUDA model's CPU ids) says so: moving it to the
+    # model's device is the wrong fix, and AOTI itself would not refuse it (Run 28)
+    why = "" if device == leaf.device else f" (the package takes this input there; the model runs on {leaf.device})"
     shape_text = fmt_shape(t.shape)
     tensor_type = torch.Tensor
     plain = plain_tensor_types(torch)
@@ -157,7 +160,7 @@ def _what_rule(leaf: Leaf) -> Rule:
         vd = value.device
         if vd != device and (vd.type != dev_type or (dev_index is not None and vd.index != dev_index)):
             raise InputContractError(
-                f"{name}: is on {vd}, the model runs on {where}",
+                f"{name}: must be on {where}, found {vd}{why}",
                 code="input.device",
                 argument=name,
                 expected=where,
@@ -171,10 +174,12 @@ def _what_rule(leaf: Leaf) -> Rule:
 
 
 def _what_fast(leaf: Leaf, src: FastSource) -> list[str]:
-    name, t, device = leaf.name, leaf.tensor, leaf.device
+    name, t, device = leaf.name, leaf.tensor, leaf.placed
     tensor_type, dtype, strided = src.const(leaf.torch.Tensor), src.const(getattr(leaf.torch, t.dtype)), src.const(leaf.torch.strided)
     if device.type == "cpu":
         where = f"not {name}.is_cpu"
+    elif device.type == "meta":  # a device with no data: the unit tests' stand-in for a second device
+        where = f"not {name}.is_meta"
     elif device.type == "cuda" and device.index is None:
         where = f"not {name}.is_cuda"
     elif device.type == "cuda":
@@ -232,8 +237,10 @@ def _storage_fast(leaf: Leaf, src: FastSource) -> list[str]:
     name, t = leaf.name, leaf.tensor
     itemsize = int(getattr(leaf.torch, t.dtype).itemsize)
     if t.contiguous:  # the stride rule returns None for any other layout: nbytes is the extent
+        # no data pointer is fine for a tensor of no elements (the diagnosing rule reads nothing
+        # there); numel() is asked only then, so a call with data pays nothing for it
         return [
-            f"if not {name}.data_ptr() or {name}.storage_offset() * {itemsize} + {name}.nbytes > "
+            f"if (not {name}.data_ptr() and {name}.numel()) or {name}.storage_offset() * {itemsize} + {name}.nbytes > "
             f"{name}.untyped_storage().nbytes(): return None"
         ]
     st, sh = src.name(), shape_var(name)

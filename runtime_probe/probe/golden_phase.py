@@ -20,6 +20,7 @@ from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.golden.sample_rule import sample_rule
 from runtime_probe.ladder.steps import Replay
+from runtime_probe.package.placement import input_record
 from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
@@ -42,9 +43,7 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
     # held to the sample's own tolerances where it has them, NaN/Inf judged by the build's rule for it
     tolerances = {t.output: [t.atol, t.rtol] for t in golden.tolerances_of(sample_id)} if golden is not None else None
     equal_nan = golden is not None and sample_rule(sample_id, allow_nonfinite=golden.allow_nonfinite).matched_nonfinite
-    inputs = [
-        {"name": i.name, "kind": i.kind, "value": i.value, "stride": list(i.tensor.stride) if i.tensor else None} for i in m.io.inputs
-    ]
+    inputs = [input_record(i) for i in m.io.inputs]
     args: dict[str, Any] = {
         "golden_path": golden_path,
         "sample": dict(sample),
@@ -56,7 +55,9 @@ def _run_args(shared: Shared, dev: Device, golden_path: str, sample: Mapping[str
         "equal_nan": equal_nan,
     }
     if user:
-        args.update(input_device=shared.options.inputs_device or dev.device, contract_from=os.path.abspath(shared.path))
+        # --inputs-device places every input there (a serving bug replayed); without it each input
+        # goes where the package takes it (child/ops.py, package/placement.py)
+        args.update(input_device=shared.options.inputs_device, contract_from=os.path.abspath(shared.path))
     else:  # the package's own data, through the guarded loader's checks before it runs (child/ops.py)
         args.update(contract_from=os.path.abspath(shared.path), stored=True)
     return args

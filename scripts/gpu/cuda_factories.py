@@ -28,3 +28,21 @@ def conv_on_cuda() -> Any:
 def mixed_devices() -> Any:
     """The model on cuda, the example left on the CPU: a usage error naming both."""
     return ConvHead().cuda().eval(), (torch.randn(4, 3, 16, 16),)
+
+
+class CpuIds(torch.nn.Module):
+    """A CPU embedding's ids beside a CUDA model: the model moves them itself, and returns one
+    output on the CPU (docs/gpu-validation.md Run 28: AOTI serves both)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 16)
+
+    def forward(self, ids: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.emb(ids.to(x.device)) + x
+        return h, h.sum(-1).to("cpu")
+
+
+def cpu_ids_on_cuda() -> Any:
+    """The model and x on cuda, the ids on the CPU on purpose: built as they are (no --device)."""
+    return CpuIds().cuda().eval(), (torch.randint(0, 100, (4, 8)), torch.randn(4, 8, 16, device="cuda"))

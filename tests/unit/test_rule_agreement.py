@@ -50,10 +50,20 @@ class Case:
     bad: tuple[Call, ...]
     guards: tuple[ShapeGuard, ...] | None = None
     data_checks: tuple[DataCheck, ...] | None = None
+    device: str = "cpu"  # the package's device the checks are compiled for
 
 
-def _t(name: str, dtype: str, shape: tuple[int | Dim, ...], stride: tuple[int | str, ...], *, contiguous: bool = True) -> InputSpec:
-    return InputSpec(name, name, "tensor", None, TensorSpec(dtype, shape, stride, contiguous, "cpu"))
+def _t(
+    name: str, dtype: str, shape: tuple[int | Dim, ...], stride: tuple[int | str, ...], *, contiguous: bool = True, device: str = "cpu"
+) -> InputSpec:
+    return InputSpec(name, name, "tensor", None, TensorSpec(dtype, shape, stride, contiguous, device))
+
+
+# A package whose model runs on a second device ("meta" stands in for cuda: the rule compares
+# devices only; a meta tensor has no data, so it has no elements) and takes its ids on the CPU, as
+# a CUDA model with a CPU embedding table does.
+ON_MODEL = _t("h", "float32", (0,), (1,), device="meta")
+IDS = _t("ids", "int64", (4,), (1,))
 
 
 B = Dim("b", 2, 64)
@@ -94,6 +104,17 @@ CASES = (
             lambda: (torch.randn(4, 16)._neg_view(), torch.randn(4, dtype=torch.complex64)),  # negative bit
             lambda: (torch.randn(4, 16), torch.randn(4, dtype=torch.complex64).conj()),  # conjugate bit
         ),
+    ),
+    Case(
+        "what",
+        (ON_MODEL, IDS),
+        (),
+        good=(lambda: (torch.randn(0, device="meta"), torch.zeros(4, dtype=torch.int64)),),
+        bad=(
+            lambda: (torch.randn(0, device="meta"), torch.zeros(4, dtype=torch.int64, device="meta")),  # ids moved to the model's device
+            lambda: (torch.randn(0), torch.zeros(4, dtype=torch.int64)),  # the model's input on the CPU
+        ),
+        device="meta",
     ),
     Case(
         "storage",
@@ -183,17 +204,17 @@ def _ids(kind: str) -> list[Any]:
 @pytest.mark.parametrize(("case", "k"), _ids("good"))
 def test_a_call_that_keeps_the_rule_is_accepted_by_both_paths(case: Case, k: int) -> None:
     manifest = _manifest(case)
-    fast = compile_fast(manifest, torch.device("cpu"), torch)
+    fast = compile_fast(manifest, torch.device(case.device), torch)
     assert fast is not None, f"rule {case.rule}: no fast form for its contract"
     args = case.good[k]()
     assert fast(*args) is not None, f"rule {case.rule}: the fast path looks closer at a call that keeps it"
-    InputChecker(manifest, torch.device("cpu"), no_fast_path=True).check(*args)
+    InputChecker(manifest, torch.device(case.device), no_fast_path=True).check(*args)
 
 
 @pytest.mark.parametrize(("case", "k"), _ids("bad"))
 def test_a_call_that_breaks_the_rule_is_refused_by_both_paths(case: Case, k: int) -> None:
     manifest = _manifest(case)
-    fast = compile_fast(manifest, torch.device("cpu"), torch)
+    fast = compile_fast(manifest, torch.device(case.device), torch)
     assert fast is not None, f"rule {case.rule}: no fast form for its contract"
     args = case.bad[k]()
     try:
@@ -202,5 +223,15 @@ def test_a_call_that_breaks_the_rule_is_refused_by_both_paths(case: Case, k: int
         said = None
     assert said is None, f"rule {case.rule}: the fast path accepted a call the rule refuses"
     with pytest.raises(InputContractError) as info:
-        InputChecker(manifest, torch.device("cpu"), no_fast_path=True).check(*args)
+        InputChecker(manifest, torch.device(case.device), no_fast_path=True).check(*args)
     assert info.value.code in _CODES[case.rule], (case.rule, info.value.code, str(info.value))
+
+
+def test_a_leaf_placed_apart_from_the_model_is_refused_by_name_on_its_own_device() -> None:
+    manifest = _manifest(Case("what", (ON_MODEL, IDS), (), good=(), bad=(), device="meta"))
+    with pytest.raises(InputContractError) as info:
+        InputChecker(manifest, torch.device("meta"), no_fast_path=True).check(
+            torch.randn(0, device="meta"), torch.zeros(4, dtype=torch.int64, device="meta")
+        )
+    assert (info.value.code, info.value.argument, info.value.expected, info.value.found) == ("input.device", "ids", "cpu", "meta")
+    assert str(info.value).startswith("ids: must be on cpu, found meta (the package takes this input there; the model runs on meta)")

@@ -20,6 +20,7 @@ from aoti_guard.builder.export.hints import (
 )
 from aoti_guard.builder.export.ranges import example_outside_advice
 from aoti_guard.builder.export.ties import find_ties
+from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve.binding import Binding
 from aoti_guard.builder.resolve.target import describe_exception
 from aoti_guard.spec import BuildSpec
@@ -59,7 +60,7 @@ def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
                     "export",
                     f"the model raised on its example inputs: {type(exc).__name__}",
                     found="\n".join(describe_exception(exc)),
-                    hint="make the model run eagerly on the example inputs first",
+                    hint=device_mod.cpu_inputs_beside(spec) or "make the model run eagerly on the example inputs first",
                 )
             ],
             "the eager model does not run",

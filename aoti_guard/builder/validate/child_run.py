@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime_probe.child.worker import Worker
 from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.package.placement import input_record
 from runtime_probe.runtime import user_modules
 
 __all__ = ["ChildRun"]
@@ -38,18 +39,8 @@ class ChildRun:
         return {
             "golden_path": self.golden_path,
             "sample": {"id": g.id, "inputs": dict(g.inputs), "outputs": dict(g.outputs), "symbols": dict(g.symbols)},
-            "inputs": _input_specs(self.contract),
+            "inputs": [input_record(spec) for spec in self.contract.inputs],
             "in_spec": self.contract.in_spec,
             "outputs": [o.name for o in self.contract.outputs if o.tensor is not None],  # the runner returns tensors only
             "device": self.device,
         }
-
-
-def _input_specs(contract: IOContract) -> list[dict[str, Any]]:
-    out = []
-    for spec in contract.inputs:
-        d: dict[str, Any] = {"name": spec.name, "kind": spec.kind, "value": spec.value}
-        if spec.tensor is not None:
-            d["stride"] = list(spec.tensor.stride)
-        out.append(d)
-    return out

@@ -10,6 +10,7 @@ from typing import Any
 from aoti_guard.builder.golden import Sample
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, IOContract
+from runtime_probe.package.placement import leaf_device
 from runtime_probe.reporting.findings import Finding, error, info, warning
 
 __all__ = ["Float64Reference", "call_with_leaves", "eager_output", "golden_payload", "sample_env"]
@@ -18,10 +19,16 @@ PHASE = "validate"
 
 
 def call_with_leaves(fn: Any, contract: IOContract, leaves: Sequence[Any], device: str) -> list[Any]:
+    """``fn`` called on the flat ``leaves`` (the contract's order), each tensor where the package
+    takes it (package/placement.py: ``device`` for most, the CPU for a CUDA model's CPU ids); the
+    outputs' tensors come back on the CPU."""
     import torch
     from torch.utils import _pytree as pytree
 
-    moved = [v.to(device) if isinstance(v, torch.Tensor) else v for v in leaves]
+    moved = [
+        v.to(leaf_device(spec.tensor.device, device)) if isinstance(v, torch.Tensor) and spec.tensor is not None else v
+        for spec, v in zip(contract.inputs, leaves, strict=True)
+    ]
     args, kwargs = pytree.tree_unflatten(moved, pytree.treespec_loads(contract.in_spec))
     with torch.no_grad():
         out = fn(*args, **kwargs)
