@@ -343,7 +343,7 @@ CASES: tuple[Case, ...] = (
         "threads",
         "static",
         _serve("serve_x_static"),
-        Expect("probe", names=("thread",), probe_args=("--threads", "2")),
+        Expect("probe", names=("callers", "calls/s", "runner"), probe_args=("--threads", "2")),
     ),
     Case(
         "threads_one_instance",
@@ -352,7 +352,7 @@ CASES: tuple[Case, ...] = (
         "threads",
         "static",
         _serve("serve_x_static"),
-        Expect("probe", names=("runner",), probe_args=("--threads", "2")),
+        Expect("probe", names=("callers", "calls/s", "runner"), probe_args=("--threads", "2")),
     ),
     Case(
         "threads_144459",
@@ -361,7 +361,7 @@ CASES: tuple[Case, ...] = (
         "threads",
         "static",
         _serve("serve_x_static"),
-        Expect("probe", names=("thread",), probe_args=("--threads", "2")),
+        Expect("probe", names=("callers", "calls/s", "runner"), probe_args=("--threads", "2")),
     ),
     Case(
         "threads_shared_memory",
@@ -370,7 +370,7 @@ CASES: tuple[Case, ...] = (
         "threads",
         "static",
         _serve("serve_x_static"),
-        Expect("probe", names=("thread",), probe_args=("--threads", "2")),
+        Expect("probe", names=("callers", "calls/s", "runner"), probe_args=("--threads", "2")),
     ),
     Case(
         "isa_safe_direction",

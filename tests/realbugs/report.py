@@ -43,7 +43,7 @@ def measure(cases: Sequence[Case], folder: Path, workers: int = 2) -> list[Outco
     return sorted(outcomes, key=lambda o: index[o.case.name])
 
 
-def _rows(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+def rows(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     """What the table shows of each outcome (and what ``--json`` keeps, for ``--from``)."""
     return {o.case.name: {"torch": o.torch, "guard": guard_text(o), "bare": bare_text(o), "met": meets(o)[0]} for o in outcomes}
 
@@ -129,13 +129,29 @@ def _gpu_lines() -> list[str]:
     return lines
 
 
+def _measured(source: Path) -> dict[str, Any]:
+    """A --json file, or the folder of per-case files the test run keeps
+    (``AOTI_GUARD_REALBUGS_OUTCOMES=DIR pytest tests/realbugs``): the table of the run CI does."""
+    if not source.is_dir():
+        return dict(json.loads(source.read_text()))
+    cases: dict[str, Any] = {}
+    for path in sorted(source.glob("*.json")):
+        cases.update(json.loads(path.read_text()))
+    return {"cost": "", "cases": cases}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m tests.realbugs.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--json", type=Path, help="also write the measurements here")
     p.add_argument("--other", type=Path, help="a --json file made under another torch: its aoti-guard column where it differs")
-    p.add_argument("--from", dest="source", type=Path, help="render a --json file again instead of running the cases")
+    p.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        help="render a --json file (or the folder AOTI_GUARD_REALBUGS_OUTCOMES=DIR pytest tests/realbugs fills) instead of running the cases",
+    )
     p.add_argument("--cost", help="what the run cost, for the header (default: the minutes this run took)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--only", nargs="*", help="case names (default: every CPU case)")
@@ -143,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     others = json.loads(args.other.read_text())["cases"] if args.other else None
     if args.source:
-        data = json.loads(args.source.read_text())
+        data = _measured(args.source)
         sys.stdout.write(render(data["cases"], args.cost or data["cost"], others))
         return 0
     cases = [c for c in CASES if not c.gpu and (not args.only or c.name in args.only)]
@@ -156,10 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.monotonic()
         outcomes = measure(cases, folder, args.workers)
         cost = args.cost or f"{(time.monotonic() - start) / 60:.1f} minutes on {args.workers} workers"
-    rows = _rows(outcomes)
+    table = rows(outcomes)
     if args.json:
-        args.json.write_text(json.dumps({"cost": cost, "cases": rows}, indent=1))
-    sys.stdout.write(render(rows, cost, others))
+        args.json.write_text(json.dumps({"cost": cost, "cases": table}, indent=1))
+    sys.stdout.write(render(table, cost, others))
     return 0
 
 

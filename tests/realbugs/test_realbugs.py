@@ -8,6 +8,7 @@ and so to fail, the moment the fix lands, and the mark is removed then.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tests.conftest import shared_dir
 
 from .cases import Case
 from .corpus import CASES
+from .report import rows
 from .runner import run_case
 from .verdict import meets
 
@@ -46,6 +48,10 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_case(case: Case, packages: Path) -> None:
     outcome = run_case(case, packages)
+    kept = os.environ.get("AOTI_GUARD_REALBUGS_OUTCOMES")  # a folder: docs/realbugs.md rendered from this very run
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        Path(kept, f"{case.name}.json").write_text(json.dumps(rows([outcome])))
     if case.bare is not None:
         assert outcome.bare.result == case.bare, f"the case says bare AOTI gives '{case.bare}'; measured: {outcome.bare}"
     met, seen = meets(outcome)
