@@ -31,7 +31,7 @@ from aoti_guard.builder.export.program import eager_run, export_program
 from aoti_guard.builder.minify import driver as minify_mod
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
-from aoti_guard.builder.package.assemble import assemble, summary, weightless_notes
+from aoti_guard.builder.package.assemble import PackageJob, assemble, summary, weightless_notes
 from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
 from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags, parse_dynamic
@@ -42,6 +42,7 @@ from aoti_guard.builder.twin_step import twin_step
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
+from aoti_guard.builder.validate.subject import Subject
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
 from aoti_guard.spec import BuildSpec
@@ -436,21 +437,20 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
 def validate_step(st: BuildState) -> StepResult:
     """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
     assert st.contract is not None
-    st.outcome = validate.run_validation(
+    subject = Subject(
         st.ep,
         st.eager_fn,
         st.contract,
         st.configs,
         st.options,
-        st.note,
-        st.work,
-        st.worker,
-        st.release_pt2,
-        example_outputs=st.example_outputs,
+        st.tolerance,
         graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
-        user_samples=st.user_samples,
-        tolerance=st.tolerance,
+        note=st.note,
     )
+    job = validate.ValidationJob(
+        subject, st.work, st.worker, st.release_pt2, example_outputs=st.example_outputs, user_samples=st.user_samples
+    )
+    st.outcome = validate.run_validation(job)
     detail: dict[str, Any] = {
         **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),
         "samples": [g.id for g in st.outcome.index] + [c.id for c in st.outcome.compact],  # all that reach the probe
@@ -479,18 +479,18 @@ def package_step(st: BuildState) -> StepResult:
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
     timings: dict[str, float] = {}  # where the phase's time goes (package/assemble.py)
     try:
-        manifest, signed = assemble(
+        job = PackageJob(
             st.ep,
             st.options,
             st.contract,
             st.release_pt2,
             twin,
             st.outcome,
-            None if failed else st.signer,
-            st.release_hashes,
-            timings,
-            st.constant_digests,
+            signer=None if failed else st.signer,
+            release_hashes=st.release_hashes,
+            constant_digests=st.constant_digests,
         )
+        manifest, signed = assemble(job, timings)
     except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
         raise StepFailed([error("build.sign_failed", "package", f"signing the package failed: {exc.message}", hint=hint)], "") from exc
