@@ -32,6 +32,7 @@ from aoti_guard.builder.minify import driver as minify_mod
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
 from aoti_guard.builder.package.assemble import PackageJob, assemble, summary, weightless_notes
+from aoti_guard.builder.package.constant_size import oversized_constants
 from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
 from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags, parse_dynamic
@@ -522,6 +523,7 @@ def package_step(st: BuildState) -> StepResult:
             )
         )
     notes += weightless_notes(manifest)
+    notes += oversized_constants(st.ep, manifest.constants, st.options.inductor_configs)
     detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
     if st.release_hashes is not None:
         detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)

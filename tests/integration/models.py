@@ -312,3 +312,51 @@ def causal_mask(batch: int, seq: int) -> torch.Tensor:
 def masked_nan() -> Any:
     torch.manual_seed(11)
     return MaskedNan().eval(), (torch.rand(2, 6, 16) + 0.5, causal_mask(2, 6))
+
+
+class ViewBuffer(torch.nn.Module):
+    """A buffer registered as a slice of a larger tensor: 10 x 256 floats (10 KB) on a 1 MB storage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.randn(1000, 256)[:10])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+def view_buffer() -> Any:
+    torch.manual_seed(12)
+    return ViewBuffer().eval(), (torch.randn(3, 10),)
+
+
+def flatten_like_cudnn(rnn: torch.nn.RNNBase) -> None:
+    """``rnn.flatten_parameters()``; where that is a no-op (on the CPU it flattens nothing), the
+    same layout by hand: every parameter a view of one flat buffer, as cuDNN's flattening leaves it."""
+    rnn.flatten_parameters()
+    params = list(rnn.parameters())
+    if len({p.untyped_storage().data_ptr() for p in params}) == 1:
+        return
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.data = flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+
+class FlatGRU(torch.nn.Module):
+    """A GRU whose parameters share one flat storage (after flatten_parameters())."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(8, 16, batch_first=True)
+        flatten_like_cudnn(self.rnn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+def flat_gru() -> Any:
+    torch.manual_seed(13)
+    return FlatGRU().eval(), (torch.randn(2, 5, 8),)
