@@ -309,8 +309,7 @@ def export_step(st: BuildState) -> StepResult:
     guards = export_guards.read_guards(
         st.ep,
         st.contract,
-        args,
-        kwargs,
+        (args, kwargs),
         declared=None if st.is_program else contract_mod.declared_dim_names(spec.model, args, kwargs, st.dynamic),
         accept=st.options.allow_export_guards,
         seed=st.options.seed,
