@@ -255,7 +255,7 @@ def make_samples(
             continue
         seen.add(key)
         try:
-            leaves, recipes = _generate(contract, example_leaves, templates, pools, env, seed, sample_id)
+            leaves, recipes = _generate(_Plan(contract, example_leaves, templates, pools, seed), env, sample_id)
         except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
             notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: {exc}")
             continue
@@ -269,18 +269,23 @@ def pool_key(name: str) -> str:
     return f"pool.{name}"
 
 
-def _generate(
-    contract: IOContract,
-    example_leaves: Sequence[Any],
-    templates: Mapping[str, _recipe.Template],
-    pools: Mapping[str, Any],
-    env: Mapping[str, int],
-    seed: int,
-    sample_id: str,
-) -> tuple[list[Any], list[InputRecipe]]:
+@dataclass(frozen=True)
+class _Plan:
+    """What every generated sample of a build is made from: the contract, the example's leaves,
+    each input's value template and value pools, and the build's seed."""
+
+    contract: IOContract
+    example_leaves: Sequence[Any]
+    templates: Mapping[str, _recipe.Template]
+    pools: Mapping[str, Any]
+    seed: int
+
+
+def _generate(plan: _Plan, env: Mapping[str, int], sample_id: str) -> tuple[list[Any], list[InputRecipe]]:
     """One sample's leaves (constants as in the example) and its inputs' recipes, hashed."""
     import dataclasses
 
+    contract, example_leaves, templates, pools, seed = plan.contract, plan.example_leaves, plan.templates, plan.pools, plan.seed
     recipes: list[InputRecipe] = []
     for spec in contract.inputs:
         if spec.tensor is None or spec.name not in templates:
