@@ -13,17 +13,19 @@ import os
 import sys
 import tempfile
 import traceback
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from aoti_guard.builder.options import BuildOptions
+from aoti_guard.build_flags import BUILD_FLAGS, build_options
 from aoti_guard.builder.outputs import build_paths
 from aoti_guard.container.probe import ImageProbeOptions
+from aoti_guard.flags import flag_options
 from aoti_guard.fleet.cli import fleet
+from aoti_guard.references_cli import references
+from aoti_guard.torch_noise import torch_noise_to_log, with_log
 from runtime_probe._version import __version__
 from runtime_probe.cli import (
     check_outputs,
@@ -34,7 +36,7 @@ from runtime_probe.cli import (
     progress_for,
     write_error_reports,
 )
-from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Flag, Outputs, outputs_of, probe_options
+from runtime_probe.probe.flags import OUTPUT_FLAGS, PROBE_FLAGS, Outputs, outputs_of, probe_options
 from runtime_probe.reporting.errors import GuardError, UsageError, environment_error
 from runtime_probe.reporting.escaping import for_terminal
 from runtime_probe.reporting.output import check_report_path, is_stdout
@@ -50,127 +52,12 @@ if TYPE_CHECKING:
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-_MIB = 1024 * 1024
 _IMAGE_DEFAULTS = ImageProbeOptions(image="")  # the --image flags' defaults live in ImageProbeOptions
-
-
-def click_option(flag: Flag) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click option for one flag of runtime_probe.probe.flags (declared once for both CLIs)."""
-    names = [flag.short, flag.name] if flag.short else [flag.name]
-    text = flag.help + "."
-    if flag.kind == "switch":
-        return click.option(*names, flag.dest, is_flag=True, help=text)
-    kwargs: dict[str, Any] = {"metavar": flag.metavar, "help": text, "default": flag.default_value}
-    if flag.kind == "path":
-        kwargs["type"] = click.Path(dir_okay=False, allow_dash=True)
-    elif flag.kind == "folder":
-        kwargs["type"] = click.Path(file_okay=False)
-    elif flag.kind in ("float", "int"):
-        kwargs["type"] = (
-            click.FloatRange(min=flag.minimum)
-            if flag.kind == "float"
-            else click.IntRange(min=None if flag.minimum is None else int(flag.minimum))
-        )
-        kwargs["show_default"] = True
-    if flag.multiple:
-        kwargs["multiple"] = True
-    return click.option(*names, flag.dest, **{k: v for k, v in kwargs.items() if v is not None})
-
-
-def flag_options(flags: Sequence[Flag]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for flag in reversed(flags):
-            fn = click_option(flag)(fn)
-        return fn
-
-    return decorate
-
-
-def _writes_to_the_terminal(handler: Any) -> bool:
-    """A log handler that writes to stderr or stdout: a ``logging.StreamHandler`` (torch up to
-    2.14), or torch 2.15's ``_StderrHandler``, a plain ``logging.Handler`` whose ``stream`` is
-    whatever ``sys.stderr`` is when it writes."""
-    import logging
-
-    if isinstance(handler, logging.FileHandler):
-        return False
-    return isinstance(handler, logging.StreamHandler) or getattr(handler, "stream", None) in (sys.stderr, sys.stdout)
-
-
-@contextmanager
-def _torch_noise_to_log(progress: Progress, sink: list[str]) -> Iterator[None]:
-    """torch's Python warnings (FutureWarning LeafSpec, the TF32 hint) and its log records go to the
-    report (``sink``) and --log-file, not to the user's terminal."""
-    import logging
-
-    class _Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            line = f"{record.levelname} {record.name}: {record.getMessage()}"
-            sink.append(line)
-            progress.log_line(line)
-
-    handler = _Keep(level=logging.WARNING)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        # torch's import installs its stderr handlers (torch._logging._init_logs): imported after
-        # the swap below, it put them back, and every torch log line of the build reached the
-        # terminal (a CUDA wheel's "No CUDA runtime is found" on a CPU build, issue 44). The build
-        # imports torch anyway; one that cannot is reported by the build itself.
-        try:
-            import torch  # noqa: F401
-        except Exception:  # noqa: BLE001 - any failure of torch's import is the build's to report
-            pass
-        # torch._logging gives "torch" and its components (torch._dynamo, torch._inductor, ...)
-        # their own stderr handlers with propagate=False: each such logger gets ours instead
-        swapped: list[tuple[logging.Logger, list[logging.Handler], list[logging.Handler]]] = []
-        for name in ["torch", *sorted(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]:
-            logger = logging.getLogger(name)
-            streams: list[logging.Handler] = [h for h in logger.handlers if _writes_to_the_terminal(h)]
-            if name == "torch" or streams or not logger.propagate:
-                swapped.append((logger, streams, list(logger.handlers)))
-        for logger, streams, _ in swapped:
-            if logger.name == "torch" or not logger.propagate:  # a propagating one reaches an ancestor's: once
-                logger.addHandler(handler)
-            for h in streams:
-                logger.removeHandler(h)
-        try:
-            yield
-        finally:
-            for logger, streams, before in swapped:
-                logger.removeHandler(handler)  # a no-op where it was not added
-                # the caller's handlers back in their order (a library caller may rely on it), then
-                # any a component added during the build
-                now = logger.handlers
-                logger.handlers = [h for h in before if h in streams or h in now] + [h for h in now if h not in before]
-    for w in caught:
-        line = f"{w.category.__name__} {os.path.basename(str(w.filename))}:{w.lineno}: {w.message}"
-        sink.append(line)
-        progress.log_line(line)
-
-
-def _with_log(report: Report, lines: Sequence[str]) -> Report:
-    if not lines:
-        return report
-    unique = list(dict.fromkeys(lines))[:200]  # the same warning raised per call is kept once
-    return dataclasses.replace(report, extra={**report.extra, "log": unique})
 
 
 def _is_given(ctx: click.Context, name: str) -> bool:
     """Whether the user gave option ``name`` (not click's default)."""
     return ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-
-
-def _parse_config(values: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--inductor-config {item!r}: write KEY=VALUE (e.g. max_autotune=true)")
-        try:
-            out[key] = json.loads(raw)  # true/false/numbers/JSON objects
-        except ValueError:
-            out[key] = raw  # a bare string
-    return out
 
 
 @click.group(context_settings=CONTEXT)
@@ -185,6 +72,7 @@ def cli() -> None:
     diff     compare two .pt2 manifests (contract, tolerances, golden, target, toolchain, constants)
     keygen   create an Ed25519 release key pair (--key KEY: KEY and KEY.pub)
     sign     sign a .pt2's manifest (which holds every entry's hash) with a release key (--key KEY)
+    references  golden references for new weights against the same compiled .pt2 (a checkpoint rotation)
     fleet    probe a .pt2 on every node class through Kubernetes or Slurm; one verdict per class
 
     Exit codes: 0 passed, 1 a check failed, 2 usage error, 3 the tool could not run.
@@ -193,133 +81,7 @@ def cli() -> None:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("target", required=False)
-@click.option(
-    "-o", "--output", required=True, metavar="OUT.pt2", help="The package to write (must end in .pt2; a missing folder is created)."
-)
-@click.option(
-    "--device",
-    default=BuildOptions.device,
-    show_default=True,
-    help="auto, cpu, cuda or cuda:N: where the model is exported, compiled and validated. auto: the device of the "
-    "factory's model and example (a factory that mixes devices is refused, naming the tensors); any other value "
-    "moves the model and the example there.",
-)
-@click.option(
-    "--dynamic",
-    "dynamic",
-    multiple=True,
-    metavar="IN:DIM=[A*]NAME[+B][:MIN..MAX]",
-    help="A dynamic dimension, e.g. x:0=batch:1..64 (repeat; a shared NAME ties sizes together). "
-    "A derived size, as torch.export suggests for multiples: ids:1=8*seq8:1..64 (the range is NAME's).",
-)
-@click.option(
-    "--inductor-config",
-    "configs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="An Inductor option for the release model (repeat), e.g. max_autotune=true.",
-)
-@click.option(
-    "--no-debug-twin",
-    is_flag=True,
-    help="Do not compile the sanitized debug twin (a second compile of the model, beside the release one; its .so adds the generated code, and the weights again with --twin-weights own).",
-)
-@click.option(
-    "--twin-schedule",
-    type=click.Choice(["auto", "concurrent", "after"]),
-    default="auto",
-    show_default=True,
-    help="Where the twin compiles: concurrent (a child process beside the release compile), after (here, after the release "
-    "model, reusing its Triton kernels: one compile of them, for a host short of CPU); auto: concurrent "
-    "(measured faster on CPU and on an H100).",
-)
-@click.option(
-    "--twin-weights",
-    type=click.Choice(["auto", "shared", "own"]),
-    default="auto",
-    show_default=True,
-    help="Where the twin's weights are: shared (none of its own: the package stores the weights once, and the probe and "
-    "runtime_probe.load give the twin the release model's), own (a second copy in the twin, about doubling the package); "
-    "auto: shared, on CPU and CUDA alike.",
-)
-@click.option("--trace-dir", type=click.Path(file_okay=False), help="Write a TORCH_TRACE here (open it with tlparse).")
-@click.option(
-    "--cpu-isa",
-    type=click.Choice(["native", "x86-64-v2", "x86-64-v3", "x86-64-v4"]),
-    help="CPU instruction set the package's code may use. Default x86-64-v3 (AVX2: portable, and measured as fast as "
-    "native on Inductor's code; native on torch 2.11, which has no lever); native: this CPU's; x86-64-v4: AVX-512.",
-)
-@click.option("--cuda-arch", "cuda_arch", metavar="CC,...", help="CUDA archs the kernels must cover, e.g. 8.0,9.0 (checked).")
-@click.option("--allow-nonfinite", is_flag=True, help="Do not fail the build when an output holds NaN/Inf.")
-@click.option(
-    "--allow-partial-coverage",
-    is_flag=True,
-    help="Only warn when no golden sample reaches a dynamic dimension's minimum or maximum (default: the build fails).",
-)
-@click.option(
-    "--allow-export-guards",
-    is_flag=True,
-    help="Accept shape guards torch.export assumed (e.g. h*w == 64): the guarded loader then refuses sizes that break "
-    "them, and the golden samples satisfy them (default: the build fails with build.export_specialized).",
-)
-@click.option(
-    "--golden-max-mb",
-    type=click.FloatRange(min=0),
-    default=BuildOptions.golden_max_bytes / _MIB,
-    show_default=True,
-    help="Size cap for the golden samples stored in the package.",
-)
-@click.option(
-    "--samples",
-    "samples",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE.safetensors",
-    help="A golden sample of your own (repeat): a .safetensors file of one call's inputs, each tensor named by the "
-    "model's input name (aoti-guard inspect PKG lists them), e.g. written with "
-    "safetensors.torch.save_file({'x': x, 'mask': mask}, 'req1.safetensors'). Checked against the contract before "
-    "anything compiles (names, dtypes, ranks, sizes within the dynamic ranges), then validated like the generated "
-    "samples and stored in the package, so the probe checks it too; its id is the file's stem.",
-)
-@click.option("--no-fp64", is_flag=True, help="Skip the float64 reference run.")
-@click.option("--atol", type=click.FloatRange(min=0), help="Absolute tolerance for compiled vs eager (default by dtype).")
-@click.option("--rtol", type=click.FloatRange(min=0), help="Relative tolerance for compiled vs eager (default by dtype).")
-@click.option("--seed", type=int, default=BuildOptions.seed, show_default=True, help="Seed for the generated golden inputs.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=BuildOptions.timeout_s,
-    show_default=True,
-    help="Seconds the validation child may take per step.",
-)
-@click.option(
-    "--reference",
-    type=click.Choice(["onnxruntime"]),
-    help="A second reference: export to ONNX and compare eager, AOTI and ONNX Runtime on every golden sample.",
-)
-@click.option("--keep-onnx", metavar="PATH", help="Keep the ONNX model of --reference onnxruntime here.")
-@click.option(
-    "--minify",
-    is_flag=True,
-    help="When compilation fails or AOTI alone is wrong, run PyTorch's AOTI minifier; repro in OUT.minify/. Without it the "
-    "minifier still runs, for at most 120 s, when the stage bisection finds Inductor or the package departing first.",
-)
-@click.option(
-    "--minify-timeout",
-    type=click.FloatRange(min=1),
-    default=BuildOptions.minify_timeout_s,
-    show_default=True,
-    help="Seconds the minifier may take in all.",
-)
-@click.option(
-    "--key",
-    "sign_key",
-    type=click.Path(dir_okay=False),
-    metavar="KEY",
-    help="Sign the package with this Ed25519 private key (aoti-guard keygen --key KEY; sign takes the same --key); "
-    "a build that cannot sign fails.",
-)
-@click.option("--sign-key", "sign_key_deprecated", type=click.Path(dir_okay=False), metavar="KEY", hidden=True)
+@flag_options(BUILD_FLAGS)
 @flag_options(OUTPUT_FLAGS)
 def build(target: str | None, **params: Any) -> None:
     """Export, compile, validate and package TARGET into one .pt2.
@@ -354,13 +116,13 @@ def build(target: str | None, **params: Any) -> None:
     signer = _load_key(options.sign_key) if options.sign_key is not None else None
     progress, log = progress_for(outputs), list[str]()
     try:
-        with _torch_noise_to_log(progress, log):
+        with torch_noise_to_log(progress, log):
             report = run_build(target, options, progress, signer=signer)
     except KeyboardInterrupt:
         raise interrupted(progress) from None
     finally:
         progress.close()
-    report = dataclasses.replace(_with_log(report, log), strict=outputs.strict)
+    report = dataclasses.replace(with_log(report, log), strict=outputs.strict)
     emit_report(report, outputs, paths)
     _say_build_result(report, outputs)
     sys.exit(report.exit_code)
@@ -376,46 +138,6 @@ def _one_key(params: dict[str, Any]) -> None:
         raise click.UsageError("--sign-key (deprecated) and --key name different keys: give --key alone")
     click.echo("warning: --sign-key is deprecated: write --key KEY (the same flag as aoti-guard sign and keygen)", err=True)
     params["sign_key"] = old
-
-
-def build_options(params: Mapping[str, Any]) -> BuildOptions:
-    """BuildOptions from the build command's click parameters (the one place they are mapped)."""
-    return BuildOptions(
-        output=params["output"],
-        device=params["device"],
-        dynamic=tuple(params["dynamic"]),
-        inductor_configs=_parse_config(params["configs"]),
-        debug_twin=not params["no_debug_twin"],
-        twin_schedule=params["twin_schedule"],
-        twin_weights=params["twin_weights"],
-        trace_dir=params["trace_dir"],
-        allow_nonfinite=params["allow_nonfinite"],
-        allow_partial_coverage=params["allow_partial_coverage"],
-        allow_export_guards=params["allow_export_guards"],
-        golden_max_bytes=int(params["golden_max_mb"] * _MIB),
-        samples=tuple(params["samples"]),
-        fp64_reference=not params["no_fp64"],
-        atol=params["atol"],
-        rtol=params["rtol"],
-        seed=params["seed"],
-        timeout_s=params["timeout"],
-        reference=params["reference"],
-        keep_onnx=params["keep_onnx"],
-        minify=params["minify"],
-        minify_timeout_s=params["minify_timeout"],
-        sign_key=params["sign_key"],
-        cpu_isa=params["cpu_isa"],
-        cuda_archs=_cuda_archs(params["cuda_arch"]),
-    )
-
-
-def _cuda_archs(text: str | None) -> tuple[str, ...]:
-    from aoti_guard.builder.compile.targets import parse_cuda_archs
-
-    try:
-        return parse_cuda_archs(text) if text else ()
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
 
 
 def _say_build_result(report: Report, outputs: Outputs) -> None:
@@ -708,6 +430,7 @@ def sign(package: str, key: str) -> None:
 
 
 cli.add_command(fleet)  # aoti_guard/fleet/cli.py: k8s, slurm, report
+cli.add_command(references)  # aoti_guard/references_cli.py
 
 
 def run() -> None:

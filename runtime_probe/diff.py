@@ -215,10 +215,11 @@ def _keyed(
     b: Mapping[str, Any],
     brief: Any,
     *,
-    removed_breaks: bool = False,
-    added_breaks: bool = False,
+    breaks: tuple[bool, bool] = (False, False),
 ) -> Iterator[Change]:
-    """Added and removed items of two name-keyed collections (``brief`` renders one)."""
+    """Added and removed items of two name-keyed collections (``brief`` renders one);
+    ``breaks``: (a removed item breaks callers, an added one does)."""
+    removed_breaks, added_breaks = breaks
     for name in a:
         if name not in b:
             yield Change(section, f"{what} {name}", brief(a[name]), None, removed_breaks)
@@ -253,7 +254,7 @@ def _contract(a: Manifest, b: Manifest) -> Iterator[Change]:
     expect (an output removed, its dtype, device, rank or a static size changed)."""
     pa = {p.name: f"{p.kind}, passed {p.passed}" for p in a.io.params}
     pb = {p.name: f"{p.kind}, passed {p.passed}" for p in b.io.params}
-    yield from _keyed("contract", "parameter", pa, pb, str, removed_breaks=True, added_breaks=True)
+    yield from _keyed("contract", "parameter", pa, pb, str, breaks=(True, True))
     for name in pa.keys() & pb.keys():
         if pa[name] != pb[name]:
             yield Change("contract", f"parameter {name}", pa[name], pb[name], True)
@@ -262,7 +263,7 @@ def _contract(a: Manifest, b: Manifest) -> Iterator[Change]:
         db: dict[str, InputSpec | OutputSpec] = {s.name: s for s in ys}
         # an input added has no default (a manifest records none): a caller of A does not pass it;
         # an output added is one more leaf a caller may ignore (the output tree change says if not)
-        yield from _keyed("contract", what, da, db, _io_brief, removed_breaks=True, added_breaks=what == "input")
+        yield from _keyed("contract", what, da, db, _io_brief, breaks=(True, what == "input"))
         for name in [n for n in da if n in db]:
             ta, tb = da[name].tensor, db[name].tensor
             fa, fb = _tensor_fields(ta, da[name].value), _tensor_fields(tb, db[name].value)
@@ -296,7 +297,7 @@ def _contract(a: Manifest, b: Manifest) -> Iterator[Change]:
             yield Change("contract", f"symbol {name} sources", _join(x.sources), _join(y.sources), tied)
     ga = {g.expr or g.text: g.words for g in a.io.guards or ()}
     gb = {g.expr or g.text: g.words for g in b.io.guards or ()}
-    yield from _keyed("contract", "guard", ga, gb, str, added_breaks=True)
+    yield from _keyed("contract", "guard", ga, gb, str, breaks=(False, True))
     if a.io.in_spec != b.io.in_spec and pa.keys() == pb.keys():
         yield Change("contract", "input tree (pytree spec)", _short(a.io.in_spec), _short(b.io.in_spec), True)
     if a.io.out_spec != b.io.out_spec:
@@ -515,7 +516,7 @@ def _constants(a: Manifest, b: Manifest) -> Iterator[Change]:
 
     # new values are a compatible release; a caller that supplies or swaps weights by name
     # (the guarded loader's weight checks) breaks on a constant added, removed, reshaped or moved
-    yield from _keyed("constants", "constant", ca, cb, brief, removed_breaks=True, added_breaks=True)
+    yield from _keyed("constants", "constant", ca, cb, brief, breaks=(True, True))
     for name in [n for n in ca if n in cb]:
         x, y = ca[name], cb[name]
         if (x.dtype, tuple(x.shape)) != (y.dtype, tuple(y.shape)):

@@ -155,89 +155,100 @@ def render_inspection(data: dict[str, Any]) -> str:
     m = data.get("manifest")
     if m:
         lines.append(f"manifest schema {m['schema_version']}, built {m['created']} by {m['tool'].get('name')} {m['tool'].get('version')}")
-        io = m["io"]
-        lines.append("inputs:")
-        for i in io["inputs"]:
-            t = i.get("tensor")
-            if t:
-                shape = ", ".join(
-                    str(d) if isinstance(d, int) else f"{d['expr']}[{d['min']}..{'' if d['max'] is None else d['max']}]" for d in t["shape"]
-                )
-                # the guarded loader refuses an integer input outside the range the build recorded
-                # (an index into a table): a caller needs to know it as much as the dtype
-                vr = t.get("value_range")
-                values = "" if vr is None else f"  values in [{vr[0]}, {vr[1]}]"
-                lines.append(
-                    f"  {i['name']:<16} {t['dtype']:<9} ({shape})  {t['device']}"
-                    f"{'' if t['contiguous'] else '  non-contiguous ' + str(t['stride'])}{values}"
-                )
-            else:
-                lines.append(f"  {i['name']:<16} constant {i['value']!r} (specialized at export)")
-        lines.append("outputs:")
-        for o in io["outputs"]:
-            t = o.get("tensor")
-            if t:
-                shape = ", ".join(str(d) if isinstance(d, int) else d["expr"] for d in t["shape"])
-                lines.append(f"  {o['name']:<16} {t['dtype']:<9} ({shape})")
-        for s in io["symbols"]:
-            # a symbol no input dimension equals (``_seq`` of ids:1=8*_seq): no source to list
-            carriers = f"  ({', '.join(s['sources'])})" if s["sources"] else "  (in derived sizes only: no input dimension equals it)"
-            lines.append(f"symbol   {s['name']} in [{s['min']}, {'inf' if s['max'] is None else s['max']}]{carriers}")
-        for g in io.get("guards") or []:  # export's shape guards (since 1.4): the guarded loader enforces them
-            checked = f"checked at load as {g['expr']}" if g.get("expr") else "cannot be checked"
-            lines.append(f"guard    {g['words']}  ({checked}; torch: {g['text']})")
-        tg, tc = m["target"], m["toolchain"]
-        lines.append(
-            f"target   {tg['device_type']} {tg.get('device_name') or ''} cc={tg.get('compute_capability') or '-'} kernels={','.join(tg['kernel_archs']) or '-'} {tg['platform']}/{tg['machine']}"
-        )
-        lines.append(f"cpu isa  -march={tg.get('march')}: {' '.join(tg['cpu_isa']) or '-'}")
-        lines.append(
-            f"toolchain torch {tc['torch']} python {tc['python']} triton {tc.get('triton') or '-'} cuda {tc.get('cuda_runtime') or '-'} driver {tc.get('driver') or '-'}"
-        )
-        lines.append(
-            f"          {tc.get('cxx_version') or tc.get('cxx')}; needs {tc.get('glibcxx_required')}, {tc.get('cxxabi_required')}, {tc.get('glibc_required')}"
-        )
-        consts = m["constants"]
-        pkg = [c for c in consts if c["storage"] == "package"]
-        lines.append(
-            f"constants {len(consts)} ({len(pkg)} runtime, {len(consts) - len(pkg)} inlined), {sum(c['nbytes'] for c in pkg):,} bytes"
-        )
-        g = m.get("golden")
-        if g:
-            lines.append(
-                f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; "
-                + (f"compact (over the cap): {', '.join(c['id'] for c in g['compact_samples'])}; " if g.get("compact_samples") else "")
-                + "tolerances "
-                + ", ".join(f"{t['output']}: atol {t['atol']:g} rtol {t['rtol']:g}" for t in g["tolerances"])
-            )
-        tw = m.get("debug_twin_without_weights") or m.get("debug_twin")
-        weights = "the release model's weights, loaded at run time" if tw and tw.get("weights") == "release" else "its own weights"
-        lines.append(
-            f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + '; ' + weights + ')' if tw else 'none'}"
-        )
-        signer = (data.get("signature") or {}).get("key_id")
-        lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'by ' + signer if signer else 'yes' if data.get('signed') else 'no'}")
+        lines += _io_lines(m["io"])
+        lines += _build_lines(m, data)
     else:
         lines.append("manifest none: a plain AOTI package. Missing:")
         lines += [f"  - {item}" for item in data.get("missing", [])]
     for name, model in data.get("models", {}).items():
-        meta = model.get("metadata", {})
-        lines.append(
-            f"model {name!r}: {len(model['files'])} files; device {meta.get('AOTI_DEVICE_KEY', '?')}, cpu isa {meta.get('AOTI_CPU_ISA') or '-'}, cc {meta.get('AOTI_COMPUTE_CAPABILITY') or '-'}"
-        )
-        so = model.get("so")
-        if so:
-            lines.append(f"  .so {so['file']} ({so['bytes']:,} bytes) needs {so['glibcxx']}, {so['glibc']}; libs {', '.join(so['needed'])}")
-        for k in model.get("kernels", []):
-            lines.append(f"  kernel {k['file']}: {k.get('arch') or ', '.join(k.get('images', [])) or 'arch unknown'}")
-        if "constants" in model:
-            lines.append(
-                f"  runtime constants: {', '.join(c['fqn'] for c in model['constants'][:8])}{' ...' if len(model['constants']) > 8 else ''}"
-            )
+        lines += _model_lines(name, model)
     lines.append("entries:")
     for e in data.get("entries", []):
         lines.append(f"  {e['bytes']:>12,}  {e['name']}")
     return "\n".join(clean(line) for line in lines) + "\n"
+
+
+def _io_lines(io: dict[str, Any]) -> list[str]:
+    """The manifest's contract: inputs, outputs, symbols and export's shape guards."""
+    lines = ["inputs:"]
+    for i in io["inputs"]:
+        t = i.get("tensor")
+        if t:
+            shape = ", ".join(
+                str(d) if isinstance(d, int) else f"{d['expr']}[{d['min']}..{'' if d['max'] is None else d['max']}]" for d in t["shape"]
+            )
+            # the guarded loader refuses an integer input outside the range the build recorded
+            # (an index into a table): a caller needs to know it as much as the dtype
+            vr = t.get("value_range")
+            values = "" if vr is None else f"  values in [{vr[0]}, {vr[1]}]"
+            lines.append(
+                f"  {i['name']:<16} {t['dtype']:<9} ({shape})  {t['device']}"
+                f"{'' if t['contiguous'] else '  non-contiguous ' + str(t['stride'])}{values}"
+            )
+        else:
+            lines.append(f"  {i['name']:<16} constant {i['value']!r} (specialized at export)")
+    lines.append("outputs:")
+    for o in io["outputs"]:
+        t = o.get("tensor")
+        if t:
+            shape = ", ".join(str(d) if isinstance(d, int) else d["expr"] for d in t["shape"])
+            lines.append(f"  {o['name']:<16} {t['dtype']:<9} ({shape})")
+    for s in io["symbols"]:
+        # a symbol no input dimension equals (``_seq`` of ids:1=8*_seq): no source to list
+        carriers = f"  ({', '.join(s['sources'])})" if s["sources"] else "  (in derived sizes only: no input dimension equals it)"
+        lines.append(f"symbol   {s['name']} in [{s['min']}, {'inf' if s['max'] is None else s['max']}]{carriers}")
+    for g in io.get("guards") or []:  # export's shape guards (since 1.4): the guarded loader enforces them
+        checked = f"checked at load as {g['expr']}" if g.get("expr") else "cannot be checked"
+        lines.append(f"guard    {g['words']}  ({checked}; torch: {g['text']})")
+    return lines
+
+
+def _build_lines(m: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    """The manifest's build: target, toolchain, constants, golden samples, twin, hashes."""
+    tg, tc = m["target"], m["toolchain"]
+    lines = [
+        f"target   {tg['device_type']} {tg.get('device_name') or ''} cc={tg.get('compute_capability') or '-'} kernels={','.join(tg['kernel_archs']) or '-'} {tg['platform']}/{tg['machine']}",
+        f"cpu isa  -march={tg.get('march')}: {' '.join(tg['cpu_isa']) or '-'}",
+        f"toolchain torch {tc['torch']} python {tc['python']} triton {tc.get('triton') or '-'} cuda {tc.get('cuda_runtime') or '-'} driver {tc.get('driver') or '-'}",
+        f"          {tc.get('cxx_version') or tc.get('cxx')}; needs {tc.get('glibcxx_required')}, {tc.get('cxxabi_required')}, {tc.get('glibc_required')}",
+    ]
+    consts = m["constants"]
+    pkg = [c for c in consts if c["storage"] == "package"]
+    lines.append(f"constants {len(consts)} ({len(pkg)} runtime, {len(consts) - len(pkg)} inlined), {sum(c['nbytes'] for c in pkg):,} bytes")
+    g = m.get("golden")
+    if g:
+        lines.append(
+            f"golden   {len(g['samples'])} sample(s) ({', '.join(s['id'] for s in g['samples'])}), {g['nbytes']:,} bytes; "
+            + (f"compact (over the cap): {', '.join(c['id'] for c in g['compact_samples'])}; " if g.get("compact_samples") else "")
+            + "tolerances "
+            + ", ".join(f"{t['output']}: atol {t['atol']:g} rtol {t['rtol']:g}" for t in g["tolerances"])
+        )
+    tw = m.get("debug_twin_without_weights") or m.get("debug_twin")
+    weights = "the release model's weights, loaded at run time" if tw and tw.get("weights") == "release" else "its own weights"
+    lines.append(
+        f"twin     {'model ' + tw['model_name'] + ' under ' + tw['entry_prefix'] + ' (nan asserts, printer level ' + tw['intermediate_value_printer'] + '; ' + weights + ')' if tw else 'none'}"
+    )
+    signer = (data.get("signature") or {}).get("key_id")
+    lines.append(f"hashes   {len(m['hashes'])} entries; signed: {'by ' + signer if signer else 'yes' if data.get('signed') else 'no'}")
+    return lines
+
+
+def _model_lines(name: str, model: dict[str, Any]) -> list[str]:
+    """One AOTI model of the archive: its metadata, .so, kernels and runtime constants."""
+    meta = model.get("metadata", {})
+    lines = [
+        f"model {name!r}: {len(model['files'])} files; device {meta.get('AOTI_DEVICE_KEY', '?')}, cpu isa {meta.get('AOTI_CPU_ISA') or '-'}, cc {meta.get('AOTI_COMPUTE_CAPABILITY') or '-'}"
+    ]
+    so = model.get("so")
+    if so:
+        lines.append(f"  .so {so['file']} ({so['bytes']:,} bytes) needs {so['glibcxx']}, {so['glibc']}; libs {', '.join(so['needed'])}")
+    for k in model.get("kernels", []):
+        lines.append(f"  kernel {k['file']}: {k.get('arch') or ', '.join(k.get('images', [])) or 'arch unknown'}")
+    if "constants" in model:
+        lines.append(
+            f"  runtime constants: {', '.join(c['fqn'] for c in model['constants'][:8])}{' ...' if len(model['constants']) > 8 else ''}"
+        )
+    return lines
 
 
 def emit_inspection(path: str, json_path: str | None = None) -> int:

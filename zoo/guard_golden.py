@@ -47,6 +47,7 @@ def run_golden(pkg: str) -> dict[str, Any]:
     """
     from runtime_probe.formats import safetensors as _safetensors
     from runtime_probe.golden import cases as _cases
+    from runtime_probe.golden.compact import Bound
     from runtime_probe.guard.load import load
     from runtime_probe.package.archive import open_archive
 
@@ -93,7 +94,7 @@ def run_golden(pkg: str) -> dict[str, Any]:
             tol = m.reference_tolerance(o)
             device = str(value.device) if value.device.type == "cuda" else None
             try:
-                checks[o] = _cases.check_output(value, digest, tensors, tol.atol, tol.rtol, EQUAL_NAN, device)
+                checks[o] = _cases.check_output(value, digest, tensors, Bound(tol.atol, tol.rtol, EQUAL_NAN), device)
             except (KeyError, ValueError) as exc:  # the record is wrong, not the model: still a failure here
                 checks[o] = {"passed": False, "reason": "digest", "found": str(exc)[:300], "expected": "a digest inside the output"}
         runs.append(_record(sample_id, "compact", got, checks, failures))

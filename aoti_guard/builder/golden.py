@@ -6,6 +6,11 @@ at random in between. Values come from runtime_probe/golden/recipe.py, the gener
 runs again on a sample stored as a recipe: attention masks padded left and right, ids across
 their table, positions following the mask, and anything else drawn from the example's own values
 (so a model that needs positive inputs still gets them); strides follow the compiled layout.
+A model with float16/bfloat16 inputs also gets one sample per half-precision edge recipe
+(``recipe.EDGES``, ids ``edge-overflow``, ``edge-max``, ``edge-rounding``) at the example's sizes:
+values whose products or sums overflow, or round, where eager rounds every op and a compiler that
+keeps intermediates in float32 does not. Its NaN/Inf are compared with eager's, never an error
+of their own.
 
 Tolerance rule (recorded per output in the manifest, applied by the probe):
     rtol = RTOL_FLOOR[dtype]
@@ -26,7 +31,7 @@ from typing import Any
 
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.golden import recipe as _recipe
-from runtime_probe.package.manifest import Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
+from runtime_probe.package.manifest import DataCheck, Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
 from runtime_probe.runtime import numerics as _numerics
 
 __all__ = [
@@ -66,6 +71,9 @@ class Sample:
     recipes: list[InputRecipe] = field(default_factory=list)  # the generated inputs' recipes (sha256 filled)
     pools: dict[str, Any] = field(default_factory=dict)  # the recipes' value pools: golden-file key -> 1-D tensor
     worst: dict[str, list[int]] = field(default_factory=dict)  # output -> the build's worst-error positions
+    # the half-precision edge recipe that made it (recipe.EDGES: "overflow"...), "" for any other:
+    # its eager outputs may overflow, and compiled must then overflow in the same places
+    edge: str = ""
 
     def nbytes(self) -> int:
         return sum(int(t.numel() * t.element_size()) for t in [*self.leaves, *self.outputs] if hasattr(t, "element_size"))
@@ -90,6 +98,10 @@ def _example_symbols(contract: IOContract, leaves: Sequence[Any]) -> dict[str, i
                 else:
                     derived.append((dim.expr, int(value.shape[d])))
     bounds = {s.name: s for s in contract.symbols}
+    by_name = {spec.name: value for spec, value in zip(contract.inputs, leaves)}
+    for s in contract.symbols:  # a symbol that is an input's value (x.item(): a data-dependent check)
+        if s.value_of is not None and hasattr(by_name.get(s.value_of), "item"):
+            values[s.name] = int(by_name[s.value_of].item())
     solved_one = True
     while derived and solved_one:
         solved_one = False
@@ -138,7 +150,7 @@ def planned_assignments(contract: IOContract, example_leaves: Sequence[Any], *, 
 REPAIR_BUDGET = 200_000
 
 
-def _guard_conditions(guards: Sequence[ShapeGuard]) -> list[tuple[ShapeGuard, _symexpr.Cond]]:
+def _guard_conditions(guards: Sequence[ShapeGuard | DataCheck]) -> list[tuple[ShapeGuard | DataCheck, _symexpr.Cond]]:
     out = []
     for g in guards:
         if g.expr is not None:
@@ -149,7 +161,7 @@ def _guard_conditions(guards: Sequence[ShapeGuard]) -> list[tuple[ShapeGuard, _s
     return out
 
 
-def _holds(conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]], env: Mapping[str, int]) -> bool:
+def _holds(conds: Sequence[tuple[ShapeGuard | DataCheck, _symexpr.Cond]], env: Mapping[str, int]) -> bool:
     try:
         return all(cond(env) for _, cond in conds)
     except _symexpr.ExprError:
@@ -158,7 +170,7 @@ def _holds(conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]], env: Mapping[str, 
 
 def satisfy_guards(
     env: Mapping[str, int],
-    conds: Sequence[tuple[ShapeGuard, _symexpr.Cond]],
+    conds: Sequence[tuple[ShapeGuard | DataCheck, _symexpr.Cond]],
     bounds: Mapping[str, tuple[int, int]],
     budget: int = REPAIR_BUDGET,
 ) -> dict[str, int] | None:
@@ -222,7 +234,9 @@ def make_samples(
     ``guards``: export guards the build accepted (--allow-export-guards): a min/max/mid sample that
     breaks one is moved to the nearest sizes that satisfy them all (the sample's ``note`` says
     from where). Without them the samples span the declared ranges, and those that break a guard
-    are the evidence that the bare package computes the wrong branch there."""
+    are the evidence that the bare package computes the wrong branch there. The model's own checks
+    on values (``contract.data_checks``) are always satisfied: a sample that breaks one is not a
+    valid call (the eager model raises), so it is moved like a sample that breaks a guard."""
     import torch
 
     notes: list[str] = []
@@ -239,16 +253,20 @@ def make_samples(
     templates = _recipe.plan(contract.inputs, example_leaves)
     pools = {pool_key(name): t.pool for name, t in templates.items() if t.kind == "pool"}
     seen = {tuple(sorted(example_syms.items()))}
-    conds = _guard_conditions(guards)
+    conds = _guard_conditions([*guards, *(contract.data_checks or ())])
     for sample_id, env in _assignments(contract.symbols, example_syms, rng):
         sample_note = ""
         if conds and not _holds(conds, env):
             moved = satisfy_guards(env, conds, _guard_bounds(contract.symbols, example_syms))
-            words = "; ".join(g.words for g, _ in conds)
+            broken = [g for g, cond in conds if not _holds([(g, cond)], env)]
+            words = "; ".join(g.words for g in broken)
+            noun, kind = (
+                ("values", "the model's check(s)") if any(isinstance(g, DataCheck) for g in broken) else ("sizes", "the export guard(s)")
+            )
             if moved is None:
-                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no sizes near it satisfy the export guard(s) {words}")
+                notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: no {noun} near it satisfy {kind} {words}")
                 continue
-            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest sizes that satisfy the export guard(s) {words}"
+            sample_note = f"moved from {_fmt(env)} to {_fmt(moved)}, the nearest {noun} that satisfy {kind} {words}"
             env = moved
         key = tuple(sorted(env.items()))
         if key in seen:
@@ -261,7 +279,51 @@ def make_samples(
             continue
         used = {r.pool for r in recipes if r.pool is not None}
         samples.append(Sample(sample_id, dict(env), leaves, note=sample_note, recipes=recipes, pools={k: pools[k] for k in used}))
+    samples += _edge_samples(contract, example_leaves, templates, example_syms, seed, notes)
     return samples, notes
+
+
+def _edge_samples(
+    contract: IOContract,
+    example_leaves: Sequence[Any],
+    templates: Mapping[str, _recipe.Template],
+    env: Mapping[str, int],
+    seed: int,
+    notes: list[str],
+) -> list[Sample]:
+    """One sample per half-precision edge recipe (recipe.EDGES) that applies to a float16/bfloat16
+    input, at the example's sizes: those inputs draw from the edge's pool, the others as in every
+    sample. None for a model without half-precision inputs (masks are left alone: their 0/1 or
+    0/-inf values mean something)."""
+    half = {
+        spec.name: spec.tensor.dtype
+        for spec in contract.inputs
+        if spec.tensor is not None and templates.get(spec.name) is not None and templates[spec.name].kind == "pool"
+        and _recipe.edges_for(spec.tensor.dtype) and "mask" not in spec.name.lower()
+    }  # fmt: skip
+    out: list[Sample] = []
+    for edge, sample_id in zip(_recipe.EDGES, _recipe.EDGE_SAMPLE_IDS):
+        names = [n for n, dtype in half.items() if dtype in edge.dtypes]
+        if not names:
+            continue
+        edged = dict(templates)
+        for n in names:
+            edged[n] = _recipe.Template("pool", pool=_recipe.edge_pool(templates[n].pool, half[n], edge), key=f"{pool_key(n)}.{sample_id}")
+        pools = {t.key or pool_key(n): t.pool for n, t in edged.items() if t.kind == "pool"}
+        try:
+            leaves, recipes = _generate(_Plan(contract, example_leaves, edged, pools, seed), env, sample_id)
+        except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
+            notes.append(f"sample {sample_id} not generated: {exc}")
+            continue
+        ranges = ", ".join(f"{n} ({half[n]}) |values| {_span(edge.magnitudes(half[n]))}" for n in names)
+        used = {r.pool for r in recipes if r.pool is not None}
+        note = f"half-precision edge recipe {edge.name!r}: {ranges}, {edge.what}"
+        out.append(Sample(sample_id, dict(env), leaves, note=note, recipes=recipes, pools={k: pools[k] for k in used}, edge=edge.name))
+    return out
+
+
+def _span(bounds: tuple[float, float]) -> str:
+    return f"{bounds[0]:.3g}..{bounds[1]:.3g}"
 
 
 def pool_key(name: str) -> str:
@@ -287,14 +349,21 @@ def _generate(plan: _Plan, env: Mapping[str, int], sample_id: str) -> tuple[list
 
     contract, example_leaves, templates, pools, seed = plan.contract, plan.example_leaves, plan.templates, plan.pools, plan.seed
     recipes: list[InputRecipe] = []
+    reads = {s.value_of: s.name for s in contract.symbols if s.value_of is not None}
     for spec in contract.inputs:
         if spec.tensor is None or spec.name not in templates:
             continue
         shape, stride = _shape_and_stride(spec.tensor, env)
         t = templates[spec.name]
+        if spec.name in reads:  # its value is a symbol of the sample (x.item()): every element holds it
+            t = _recipe.Template("ids", low=env[reads[spec.name]], high=env[reads[spec.name]])
         recipes.append(
             _recipe.recipe(
-                spec.name, t, pool_key(spec.name), spec.tensor.dtype, shape, stride, _recipe.input_seed(seed, sample_id, spec.name)
+                spec.name,
+                t,
+                t.key or pool_key(spec.name),
+                _recipe.Sized(spec.tensor.dtype, shape, stride),
+                _recipe.input_seed(seed, sample_id, spec.name),
             )
         )
     made = _recipe.generate(recipes, pools)
@@ -328,9 +397,19 @@ def coverage(
                 restricted.setdefault(name, []).append(g.words)
         except _symexpr.ExprError:
             continue
+    carried = {s.name for s in contract.symbols if s.value_of is not None}
+    for spec in contract.inputs:
+        for d in spec.tensor.shape if spec.tensor is not None else ():
+            try:
+                carried |= _symexpr.free_symbols(d.expr) if isinstance(d, Dim) else set()
+            except _symexpr.ExprError:
+                continue
     for sym in contract.symbols:
         seen = sorted({s.symbols[sym.name] for s in samples if sym.name in s.symbols})
         table[sym.name] = {"min": sym.min, "max": sym.max, "tested": seen}
+        if sym.name not in carried:  # an output's data-dependent size (y[:b]): no input sets it
+            table[sym.name]["output_only"] = True
+            continue
         if sym.name in restricted:
             table[sym.name]["restricted_by"] = restricted[sym.name]
             continue
@@ -369,7 +448,7 @@ def excess_error(compiled: Any, eager: Any, rtol: float, device: str | None = No
         same = (c == e) | (torch.isnan(c) & torch.isnan(e))
         diff = torch.where(same, torch.zeros_like(c.real if c.is_complex() else c), (c - e).abs())
         excess = (diff - rtol * torch.nan_to_num(e.abs(), nan=0.0, posinf=0.0)).clamp_min(0.0)
-        worst = max(worst, float(torch.nan_to_num(excess, nan=float("inf")).max().item()))
+        worst = max(worst, float(torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")).max().item()))  # never finfo.max
     return worst
 
 

@@ -24,7 +24,7 @@ from aoti_guard.builder.compile import native_bounds, targets, toolchain
 from aoti_guard.builder.compile.constant_digests import ConstantDigests
 from aoti_guard.builder.compile.constant_names import program_tensors
 from aoti_guard.builder.export import contract as contract_mod
-from aoti_guard.builder.export import determinism, positions
+from aoti_guard.builder.export import determinism, positions, user_code
 from aoti_guard.builder.export import guards as export_guards
 from aoti_guard.builder.export import user_samples as user_samples_mod
 from aoti_guard.builder.export.program import eager_run, export_program
@@ -35,11 +35,13 @@ from aoti_guard.builder.package.assemble import PackageJob, assemble, summary, w
 from aoti_guard.builder.package.constant_size import oversized_constants
 from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
-from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags, parse_dynamic
+from aoti_guard.builder.resolve.binding import bind
+from aoti_guard.builder.resolve.dynamic import dynamic_shapes_from_flags
 from aoti_guard.builder.resolve.target import FactoryError, resolve_target
 from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.twin_step import twin_step
+from aoti_guard.builder.validate import memcheck as validate_memcheck
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
@@ -87,7 +89,6 @@ def check_options(options: BuildOptions) -> None:
     user_samples_mod.check_sources(options.samples, "--samples")  # the files alone; the contract checks them after export
     if options.golden_max_bytes < 0:
         raise UsageError("the golden size cap is negative", hint="give a size in MiB >= 0")
-    parse_dynamic(options.dynamic)
     tolerance_mod.check_given(options.atol, "--atol")
     tolerance_mod.check_given(options.rtol, "--rtol")
     bad = compile_mod.validate_config_keys(options.inductor_configs)
@@ -281,14 +282,15 @@ def resolve_step(st: BuildState) -> StepResult:
     st.extra["device"] = choice.device  # the report's device is the compiled one, never "auto"
     st.spec = spec
     st.is_program = isinstance(spec.model, torch.export.ExportedProgram)
+    st.eager_fn = spec.model.module() if st.is_program else spec.model
+    st.binding = bind(st.eager_fn, spec.args, spec.kwargs)  # the one binding: every later reader takes it
     st.dynamic = spec.dynamic_shapes
     if st.options.dynamic:
         if st.dynamic is not None:
             raise UsageError("dynamic shapes come from both the factory and --dynamic", hint="give them in one place")
         if st.is_program:
             raise UsageError("--dynamic cannot change a saved ExportedProgram", hint="export it again with dynamic_shapes")
-        bound = contract_mod.bind_example(spec.model, spec.args, spec.kwargs)
-        st.dynamic = dynamic_shapes_from_flags(parse_dynamic(st.options.dynamic), bound)
+        st.dynamic = dynamic_shapes_from_flags(st.options.dynamic, st.binding.values(spec.args, spec.kwargs))
     st.extra["model"] = spec.label
     return [], {"model": spec.label, "saved_program": st.is_program, "device": choice.device, "device_from": choice.origin}
 
@@ -296,21 +298,19 @@ def resolve_step(st: BuildState) -> StepResult:
 def export_step(st: BuildState) -> StepResult:
     """Eager outputs on the example inputs, ``torch.export``, and the I/O contract."""
     spec = st.spec
-    assert spec is not None  # resolve_step ran
-    st.eager_fn = spec.model.module() if st.is_program else spec.model
+    binding = st.binding
+    assert spec is not None and binding is not None  # resolve_step ran
     example_out = eager_run(st.eager_fn, spec)
-    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, from_flags=bool(st.options.dynamic))
+    st.ep = spec.model if st.is_program else export_program(spec, st.dynamic, binding, from_flags=bool(st.options.dynamic))
     args, kwargs = st.ep.example_inputs if st.is_program else (tuple(spec.args), dict(spec.kwargs))
-    st.contract = contract_mod.extract_contract(
-        st.ep, args, kwargs, model=None if st.is_program else spec.model, dynamic_shapes=st.dynamic, eager_outputs=example_out
-    )
+    st.contract = contract_mod.extract_contract(st.ep, args, kwargs, binding, dynamic_shapes=st.dynamic, eager_outputs=example_out)
     # export's shape guards (export/guards.py): recorded in the contract; an error unless accepted,
     # but the build goes on, so that validation measures what the bare package does
     guards = export_guards.read_guards(
         st.ep,
         st.contract,
         (args, kwargs),
-        declared=None if st.is_program else contract_mod.declared_dim_names(spec.model, args, kwargs, st.dynamic),
+        declared=None if st.is_program else contract_mod.declared_dim_names(binding, args, kwargs, st.dynamic),
         accept=st.options.allow_export_guards,
         seed=st.options.seed,
     )
@@ -325,6 +325,7 @@ def export_step(st: BuildState) -> StepResult:
         st.extra["user_samples"] = rows
     st.example_outputs = example_out  # validation's eager run of the example is compared with it (eager vs itself)
     st.graph_state = determinism.scan(st.ep, None if st.is_program else spec.model)
+    st.user_code = user_code.scan(st.ep)  # validation runs memcheck over user GPU code; the manifest records it
     training = not st.is_program and bool(getattr(spec.model, "training", False))
     # a random op in the graph: whether its draws reach the outputs, from a second eager call
     repeated = determinism.repeat(example_out, eager_run(st.eager_fn, spec)) if st.graph_state.random_ops else None
@@ -451,6 +452,9 @@ def validate_step(st: BuildState) -> StepResult:
         subject, st.work, st.worker, st.release_pt2, example_outputs=st.example_outputs, user_samples=st.user_samples
     )
     st.outcome = validate.run_validation(job)
+    # user GPU code (or --memcheck): each golden sample once more under compute-sanitizer (validate/memcheck.py)
+    st.outcome.user_code, found, checked = validate_memcheck.check(st.outcome.child_run, st.release_pt2, st.options, st.user_code, st.note)
+    st.outcome.findings += found
     detail: dict[str, Any] = {
         **({"user_samples": st.extra["user_samples"]} if "user_samples" in st.extra else {}),
         "samples": [g.id for g in st.outcome.index] + [c.id for c in st.outcome.compact],  # all that reach the probe
@@ -459,6 +463,7 @@ def validate_step(st: BuildState) -> StepResult:
         "timings": st.outcome.timings,
         "table": st.outcome.table,
         "margins": st.outcome.margins,
+        "memcheck": checked,
     }
     names = st.outcome.constant_names
     if names.renamed or names.unpaired or names.ambiguous:  # the package's names the program lacks, and how they were paired

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from aoti_guard.builder.compile.constant_digests import ConstantDigests
     from aoti_guard.builder.export import determinism
     from aoti_guard.builder.options import BuildOptions
+    from aoti_guard.builder.resolve.binding import Binding
     from aoti_guard.builder.twin import schedule as twin_mod
     from aoti_guard.builder.validate import run as validate
     from aoti_guard.pt2 import writer as package_mod
@@ -39,6 +40,7 @@ class BuildState:
     is_program: bool = False
     dynamic: Any = None
     eager_fn: Any = None
+    binding: Binding | None = None  # the example bound to the model's signature, once (resolve step)
     ep: Any = None
     contract: IOContract | None = None
     configs: Mapping[str, Any] = field(default_factory=dict)
@@ -54,6 +56,7 @@ class BuildState:
     cpu_isa: str | None = None  # the CPU level compiled for: --cpu-isa, or targets.DEFAULT_CPU_ISA (None: native)
     example_outputs: Any = None  # eager's outputs on the example, from the export step
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
+    user_code: Any = None  # user_code.UserCode: custom ops and user Triton kernels in the exported graph (memcheck's trigger)
     user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (export/user_samples.py)
     # compiled vs eager: --atol/--rtol against the dtypes' defaults, made once from the options here
     # and handed to validation, which carries it to every comparison and to the manifest

@@ -12,7 +12,7 @@ from aoti_guard.builder.state import BuildState
 from aoti_guard.builder.twin import schedule as twin_mod
 from aoti_guard.builder.validate import twin_check
 from aoti_guard.pt2 import writer as package_mod
-from runtime_probe.reporting.findings import Finding, Severity, warning
+from runtime_probe.reporting.findings import Finding, Severity, info, warning
 from runtime_probe.reporting.recorder import StepResult
 from runtime_probe.runtime import layout
 
@@ -73,15 +73,29 @@ def _twin_compiled(st: BuildState) -> StepResult:
         st.twin_not_in_child = (
             f"its child could not {'compile' if result.stage == 'compile' else 'load'} the saved program: {lines[0][:300]}"
         )
-    if st.twin_not_in_child is not None:
+    said: list[Finding] = []
+    if st.twin_not_in_child is not None:  # the concurrent schedule was meant, and could not be had: said, not silent
         st.note(f"the debug twin compiles here, after the release model ({st.twin_not_in_child})")
         detail["not_in_child"] = st.twin_not_in_child
+        said.append(_compiled_after(st.twin_not_in_child))
     try:
         package_mod.package_release(twin_path(st), compile_mod.compile_files(st.ep, twin_configs(st)), layout.TWIN_MODEL)
     except compile_mod.CompileError as exc:
-        return [_twin_failed(exc.lines, None, {})], detail
+        return [*said, _twin_failed(exc.lines, None, {})], detail
     st.twin_pt2 = twin_path(st)
-    return [], detail
+    return said, detail
+
+
+def _compiled_after(why: str) -> Finding:
+    return info(
+        "build.twin_compiled_after",
+        "debug_twin",
+        f"the debug twin was compiled here after the release model, not in a child beside it: {why}",
+        expected="the twin compiled in a child, beside the release compile",
+        found="compiled after it, in the build's own process (the build took longer by the twin's compile)",
+        hint="the twin is the same either way; a program with user ops (torch.library) that its child cannot load is the usual "
+        "cause; --twin-schedule after asks for this order outright",
+    )
 
 
 def _twin_failed(lines: list[str], hint: str | None, evidence: dict[str, Any]) -> Finding:

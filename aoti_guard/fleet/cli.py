@@ -12,10 +12,13 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
+from aoti_guard.flags import flag_options
 from aoti_guard.fleet import k8s, kube, slurm
+from aoti_guard.fleet.flags import K8S_FLAGS, SLURM_FLAGS, K8sArgs, SlurmArgs
 from aoti_guard.fleet.report import aggregate, render_json, render_markdown, render_text
 from aoti_guard.fleet.sources import Limits
 from aoti_guard.fleet.trust import check_one_package, gather
@@ -115,109 +118,60 @@ def _run_id(value: str | None) -> str:
     return run_id
 
 
-def _groups(
-    nodes_json: str | None, selects: tuple[str, ...], count: int | None, daemonset: bool, apply_: bool
-) -> tuple[k8s.NodeGroup, ...]:
-    if daemonset:
+def _groups(args: K8sArgs) -> tuple[k8s.NodeGroup, ...]:
+    """The node classes to probe: none for a DaemonSet; one from --select; one per class of
+    --nodes-json (or, with --apply, of the cluster's nodes)."""
+    if args.daemonset:
         return ()
-    if nodes_json and selects:
+    if args.nodes_json and args.selects:
         raise UsageError("give --nodes-json or --select, not both")
-    if selects:
-        labels = {}
-        for item in selects:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise UsageError(f"--select {item!r}: write LABEL=VALUE", hint="e.g. --select nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
-            labels[key] = value
-        if not count:
-            raise UsageError("--select needs --count N: how many nodes carry those labels (one pod each)")
-        return (k8s.NodeGroup(labels, count),)
-    if nodes_json:
-        try:
-            with open(nodes_json, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise UsageError(
-                f"cannot read --nodes-json {clean(nodes_json)} ({clean(exc)})", hint="write it with: kubectl get nodes -o json > nodes.json"
-            ) from None
-        except RecursionError:  # json's parser recurses once per level: a hostile file's depth is a usage error
-            raise UsageError(
-                f"--nodes-json {clean(nodes_json)} is nested too deeply to be kubectl's node list",
-                hint="write it with: kubectl get nodes -o json > nodes.json",
-            ) from None
-        if not isinstance(doc, dict):
-            raise UsageError(
-                f"--nodes-json {clean(nodes_json)} is not a JSON object", hint="write it with: kubectl get nodes -o json > nodes.json"
-            )
-        return tuple(k8s.groups_from_nodes(doc))
-    if apply_:
+    if args.selects:
+        return (_selected(args.selects, args.count),)
+    if args.nodes_json:
+        return tuple(k8s.groups_from_nodes(_read_nodes_json(args.nodes_json)))
+    if args.apply:
         return tuple(k8s.groups_from_nodes(kube.get_nodes()))
     raise UsageError(
         "no node class to probe", hint="give --nodes-json (kubectl get nodes -o json), or --select LABEL=VALUE --count N, or --daemonset"
     )
 
 
+def _selected(selects: tuple[str, ...], count: int | None) -> k8s.NodeGroup:
+    labels = {}
+    for item in selects:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--select {item!r}: write LABEL=VALUE", hint="e.g. --select nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
+        labels[key] = value
+    if not count:
+        raise UsageError("--select needs --count N: how many nodes carry those labels (one pod each)")
+    return k8s.NodeGroup(labels, count)
+
+
+def _read_nodes_json(nodes_json: str) -> dict[str, Any]:
+    try:
+        with open(nodes_json, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"cannot read --nodes-json {clean(nodes_json)} ({clean(exc)})", hint="write it with: kubectl get nodes -o json > nodes.json"
+        ) from None
+    except RecursionError:  # json's parser recurses once per level: a hostile file's depth is a usage error
+        raise UsageError(
+            f"--nodes-json {clean(nodes_json)} is nested too deeply to be kubectl's node list",
+            hint="write it with: kubectl get nodes -o json > nodes.json",
+        ) from None
+    if not isinstance(doc, dict):
+        raise UsageError(
+            f"--nodes-json {clean(nodes_json)} is not a JSON object", hint="write it with: kubectl get nodes -o json > nodes.json"
+        )
+    return doc
+
+
 @fleet.command("k8s", context_settings=CONTEXT)
 @click.argument("package", metavar="PKG")
-@click.option(
-    "--image", required=True, help="The probe image: python, torch and runtime_probe (e.g. your serving image's pre-flight image)."
-)
-@click.option(
-    "--nodes-json",
-    metavar="FILE",
-    help="`kubectl get nodes -o json`: one Job per class of GFD labels (product, compute capability, driver).",
-)
-@click.option("--select", "selects", multiple=True, metavar="LABEL=VALUE", help="One class by node labels (repeat), with --count.")
-@click.option("--count", type=click.IntRange(1), help="How many nodes the --select class has (one pod per node).")
-@click.option("--daemonset", is_flag=True, help="One DaemonSet on every node instead of a Job per class.")
-@click.option("--pvc", help="The package from this PersistentVolumeClaim, mounted read-only at PKG's folder.")
-@click.option("--host-path", metavar="DIR", help="The package from this folder on every node, mounted read-only at PKG's folder.")
-@click.option("--package-image", metavar="IMG", help="The package from this image (an init container copies PKG out of it).")
-@click.option(
-    "--gpus",
-    type=click.IntRange(0),
-    default=0,
-    show_default=True,
-    help="GPUs each pod requests; 0 takes none from serving pods (it still sees them).",
-)
-@click.option("--namespace", default="default", show_default=True)
-@click.option("--probe-args", default="", metavar="ARGS", help="The probe's flags, e.g. '--fast --timeout 600'.")
-@click.option(
-    "--retries", type=click.IntRange(0), default=2, show_default=True, help="Reruns per node of a run that gave no verdict (exit 2)."
-)
-@click.option(
-    "--deadline", type=click.IntRange(60), default=3600, show_default=True, metavar="S", help="Seconds one node's probe may take."
-)
-@click.option("--run-id", help="Labels this run's objects (default: the time, e.g. 20261125-101500).")
-@click.option("-o", "--output", default="-", show_default=True, metavar="FILE", help="Where the manifests go ('-': stdout).")
-@click.option(
-    "--apply", "apply_", is_flag=True, help="kubectl apply them, wait, collect each pod's report into --reports, print the fleet verdict."
-)
-@click.option("--reports", default="aoti-fleet-reports", show_default=True, metavar="DIR", help="With --apply: where the pods' reports go.")
-@click.option(
-    "--wait-timeout", type=click.IntRange(1), default=7200, show_default=True, metavar="S", help="With --apply: how long to wait."
-)
-def k8s_cmd(
-    package: str,
-    image: str,
-    nodes_json: str | None,
-    selects: tuple[str, ...],
-    count: int | None,
-    daemonset: bool,
-    pvc: str | None,
-    host_path: str | None,
-    package_image: str | None,
-    gpus: int,
-    namespace: str,
-    probe_args: str,
-    retries: int,
-    deadline: int,
-    run_id: str | None,
-    output: str,
-    apply_: bool,
-    reports: str,
-    wait_timeout: int,
-) -> None:
+@flag_options(K8S_FLAGS)
+def k8s_cmd(package: str, **values: Any) -> None:
     """Render the Kubernetes manifests that probe PKG on each node class (and run them with --apply).
 
     PKG is the package's path inside the pod. Each pod runs `python -m runtime_probe.node_check`;
@@ -232,75 +186,43 @@ def k8s_cmd(
       aoti-guard fleet k8s /models/model.pt2 --image IMG --select nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 --count 16
       aoti-guard fleet k8s /models/model.pt2 --image IMG --pvc models --apply --reports reports/
     """
-    rid = _run_id(run_id)
-    if apply_ and output == STDOUT:
-        output = os.path.join(reports, f"fleet-{rid}.yaml")
-    plan = k8s.K8sPlan(
-        package=package,
-        image=image,
-        run_id=rid,
-        groups=_groups(nodes_json, selects, count, daemonset, apply_),
-        namespace=namespace,
-        daemonset=daemonset,
-        pvc=pvc,
-        host_path=host_path,
-        package_image=package_image,
-        gpus=gpus,
-        probe_args=probe_args,
-        retries=retries,
-        deadline_s=deadline,
-    )
+    args = K8sArgs.from_values(package, values)
+    rid = _run_id(args.run_id)
+    output = os.path.join(args.reports, f"fleet-{rid}.yaml") if args.apply and args.output == STDOUT else args.output
+    plan = args.plan(rid, _groups(args))
+    _write_manifests(plan, output)
+    if args.apply:
+        sys.exit(_apply(args, rid, output))
+
+
+def _write_manifests(plan: k8s.K8sPlan, output: str) -> None:
     docs = k8s.render(plan)
     classes = ", ".join(f"{name} x{g.count}" for g, name in zip(plan.groups, k8s.class_names(plan.groups))) or "every node (DaemonSet)"
-    header = f"aoti-guard fleet k8s: probe {package} (run {rid}); node classes: {classes}\nkubectl apply -f THIS; then: aoti-guard fleet report REPORTS"
+    header = (
+        f"aoti-guard fleet k8s: probe {plan.package} (run {plan.run_id}); node classes: {classes}\n"
+        "kubectl apply -f THIS; then: aoti-guard fleet report REPORTS"
+    )
     text = k8s.to_text(docs, header)
     if output != STDOUT:
         os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     write_output(output, text.encode())
-    if not apply_:
-        return
-    click.echo(kube.apply(output, namespace), err=True, nl=False)
-    finished = kube.wait(namespace, rid, daemonset, wait_timeout)
+
+
+def _apply(args: K8sArgs, rid: str, output: str) -> int:
+    """kubectl apply the manifests, wait for the pods, collect their reports: the fleet verdict's exit code."""
+    click.echo(kube.apply(output, args.namespace), err=True, nl=False)
+    finished = kube.wait(args.namespace, rid, args.daemonset, args.wait_timeout_s)
     if not finished:
-        click.echo(f"warning: not every pod finished within {wait_timeout} s: those count as no verdict", err=True)
-    written = kube.collect(namespace, rid, reports)
-    click.echo(f"collected {len(written)} pod report(s) into {reports}", err=True)
-    sys.exit(_report([reports], None, None, False))
+        click.echo(f"warning: not every pod finished within {args.wait_timeout_s} s: those count as no verdict", err=True)
+    written = kube.collect(args.namespace, rid, args.reports)
+    click.echo(f"collected {len(written)} pod report(s) into {args.reports}", err=True)
+    return _report([args.reports], None, None, False)
 
 
 @fleet.command("slurm", context_settings=CONTEXT)
 @click.argument("package", metavar="PKG")
-@click.option("--reports", required=True, metavar="DIR", help="The shared folder every node writes NODE.json into (absolute).")
-@click.option("--nodelist", metavar="HOSTLIST", help="The nodes to probe, one task each: gpu[01-16],cpu01.")
-@click.option("--constraint", metavar="FEATURE", help="Probe every node with this feature, one task each.")
-@click.option("--python", default="python3", show_default=True, help="The interpreter on the nodes (runtime_probe and torch importable).")
-@click.option("--probe-args", default="", metavar="ARGS", help="The probe's flags, e.g. '--fast'.")
-@click.option("--partition")
-@click.option("--time", "time_limit", default="01:00:00", show_default=True, help="Each task's --time.")
-@click.option("--gpus", type=click.IntRange(0), default=0, show_default=True, help="--gres=gpu:N per task (0: none).")
-@click.option("--cpus", type=click.IntRange(1), default=2, show_default=True)
-@click.option("--mem", default="8G", show_default=True)
-@click.option("-o", "--out-dir", default="aoti-fleet-slurm", show_default=True, metavar="DIR", help="Where the scripts go.")
-@click.option("--submit", is_flag=True, help="Submit the array (sbatch --hold, pin each task to its node, release).")
-@click.option("--wait", "wait_", is_flag=True, help="With --submit: wait for every task, then print the fleet verdict from --reports.")
-@click.option("--wait-timeout", type=click.IntRange(1), default=7200, show_default=True, metavar="S")
-def slurm_cmd(
-    package: str,
-    reports: str,
-    nodelist: str | None,
-    constraint: str | None,
-    python: str,
-    probe_args: str,
-    partition: str | None,
-    time_limit: str,
-    gpus: int,
-    cpus: int,
-    mem: str,
-    out_dir: str,
-    submit: bool,
-    wait_: bool,
-    wait_timeout: int,
-) -> None:
+@flag_options(SLURM_FLAGS)
+def slurm_cmd(package: str, **values: Any) -> None:
     """Write an sbatch array job that probes PKG on one node per task (and a prolog); --submit runs it.
 
     PKG and --reports are absolute paths on a file system every node mounts. Writes
@@ -314,25 +236,31 @@ def slurm_cmd(
       aoti-guard fleet slurm /shared/models/model.pt2 --reports /shared/aoti-reports --constraint h100 --gpus 1 --submit --wait
       aoti-guard fleet report /shared/aoti-reports
     """
-    if wait_ and not submit:
+    args = SlurmArgs.from_values(package, values)
+    if args.wait and not args.submit:
         raise UsageError("--wait needs --submit")
-    plan = slurm.SlurmPlan(
-        package=package,
-        reports=reports,
-        nodelist=nodelist,
-        constraint=constraint,
-        python=python,
-        probe_args=probe_args,
-        partition=partition,
-        time_limit=time_limit,
-        gpus=gpus,
-        cpus=cpus,
-        mem=mem,
-    )
+    plan = args.plan()
     plan.check()
+    submit_sh = _write_scripts(plan, args.out_dir)
+    if not args.submit:
+        word = slurm.shell_word  # a command line to copy: each value one quoted word
+        click.echo(f"submit with: bash {word(submit_sh, '-o')}; then: aoti-guard fleet report {word(args.reports, '--reports')}", err=True)
+        return
+    done = slurm.submit(submit_sh)
+    click.echo(done.message or f"submitted array {done.job_id}", err=True)
+    click.echo(done.job_id)
+    if not args.wait:
+        return
+    if not slurm.wait(done.job_id, args.wait_timeout_s):
+        click.echo(f"warning: array {done.job_id} still has tasks after {args.wait_timeout_s} s: their nodes count as no verdict", err=True)
+    sys.exit(_report([args.reports], None, None, False))
+
+
+def _write_scripts(plan: slurm.SlurmPlan, out_dir: str) -> str:
+    """Write OUT/probe.sbatch, OUT/submit.sh and OUT/prolog.sh, each rendered (and every value
+    checked) before any is written; the path of submit.sh."""
     batch = os.path.abspath(os.path.join(out_dir, "probe.sbatch"))
     submit_sh = os.path.join(out_dir, "submit.sh")
-    # every script is rendered (and every value checked) before anything is written
     scripts = {
         batch: slurm.render_batch(plan),
         submit_sh: slurm.render_submit(plan, batch),
@@ -345,15 +273,4 @@ def slurm_cmd(
     for path, text in scripts.items():
         write_atomic(path, text.encode(), mode=0o755)
     click.echo(f"wrote {clean(', '.join(scripts))}", err=True)
-    if not submit:
-        word = slurm.shell_word  # a command line to copy: each value one quoted word
-        click.echo(f"submit with: bash {word(submit_sh, '-o')}; then: aoti-guard fleet report {word(reports, '--reports')}", err=True)
-        return
-    done = slurm.submit(submit_sh)
-    click.echo(done.message or f"submitted array {done.job_id}", err=True)
-    click.echo(done.job_id)
-    if not wait_:
-        return
-    if not slurm.wait(done.job_id, wait_timeout):
-        click.echo(f"warning: array {done.job_id} still has tasks after {wait_timeout} s: their nodes count as no verdict", err=True)
-    sys.exit(_report([reports], None, None, False))
+    return submit_sh

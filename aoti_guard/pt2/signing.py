@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from aoti_guard.pt2.writer import append_entries, entry_info, sha256_bytes
+from aoti_guard.pt2.writer import append_entries, copy_entries, entry_info, sha256_bytes
 from runtime_probe.package.archive import open_archive
 from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
 from runtime_probe.reporting.escaping import for_terminal
@@ -59,7 +59,6 @@ __all__ = [
 # other users can read in ps).
 PASSPHRASE_ENV = "AOTI_GUARD_KEY_PASSPHRASE"
 _MAX_KEY_BYTES = 64 * 1024
-_CHUNK = 1024 * 1024
 
 
 def _crypto() -> Any:
@@ -352,22 +351,8 @@ def _write_signed(src: str, dst: str, sig_name: str, entry: bytes, *, replace: b
         shutil.copyfile(src, dst)
         append_entries(dst, [(layout.SIGNATURE, entry)])
         return
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
-        for info in zin.infolist():
-            if info.filename == sig_name:
-                continue
-            copy = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            copy.compress_type = info.compress_type
-            copy.external_attr = info.external_attr
-            copy.create_system = info.create_system
-            copy.comment = info.comment
-            copy.file_size = info.file_size  # lets zipfile choose zip64 headers up front
-            if info.is_dir():
-                zout.writestr(copy, b"")
-                continue
-            with zin.open(info) as fin, zout.open(copy, "w") as fout:
-                while chunk := fin.read(_CHUNK):
-                    fout.write(chunk)
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
+        copy_entries(src, zout, skip=(sig_name,))
         zout.writestr(entry_info(sig_name), entry)
 
 

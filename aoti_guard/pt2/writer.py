@@ -11,7 +11,7 @@ import hashlib
 import threading
 import time
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runtime_probe.package.archive import open_archive
@@ -20,10 +20,12 @@ from runtime_probe.runtime import layout
 __all__ = [
     "EntryHashes",
     "append_entries",
+    "copy_entries",
     "copy_twin",
     "entry_info",
     "hash_entries",
     "package_release",
+    "replace_entries",
     "sha256_bytes",
     "zip_root",
 ]
@@ -55,6 +57,41 @@ def append_entries(path: str, entries: Iterable[tuple[str, bytes]]) -> None:
     with zipfile.ZipFile(path, "a", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for rel, data in entries:
             zf.writestr(entry_info(f"{root}/{rel}"), data)
+
+
+def copy_entries(src: str, out: zipfile.ZipFile, skip: Iterable[str] = ()) -> None:
+    """Copy every entry of the zip ``src`` into ``out`` but those named in ``skip`` (full names,
+    root included), each with its name, date, attributes and bytes: torch's loader and the
+    manifest's hashes see the same entries as in ``src``."""
+    skipped = set(skip)
+    with zipfile.ZipFile(src) as zin:
+        for info in zin.infolist():
+            if info.filename in skipped:
+                continue
+            copy = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            copy.compress_type = info.compress_type
+            copy.external_attr = info.external_attr
+            copy.create_system = info.create_system
+            copy.comment = info.comment
+            copy.file_size = info.file_size  # lets zipfile choose zip64 headers up front
+            if info.is_dir():
+                out.writestr(copy, b"")
+                continue
+            with zin.open(info) as fin, out.open(copy, "w") as fout:
+                while chunk := fin.read(_CHUNK):
+                    fout.write(chunk)
+
+
+def replace_entries(src: str, dst: str, entries: Sequence[tuple[str, bytes]], drop: Iterable[str] = ()) -> None:
+    """Write ``dst``: every entry of ``src`` but ``drop`` and those ``entries`` replace (names
+    relative to the root), copied as they are, then ``entries`` appended in order (the manifest
+    last, as a build writes it). ``dst`` is written in place: give a temporary name and move it."""
+    root = zip_root(src)
+    skip = {f"{root}/{rel}" for rel in [*drop, *(rel for rel, _ in entries)]}
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED, allowZip64=True) as out:
+        copy_entries(src, out, skip)
+        for rel, data in entries:
+            out.writestr(entry_info(f"{root}/{rel}"), data)
 
 
 def copy_twin(twin_pt2: str, dest: str, twin_model: str, prefix: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.child.extractions import own_extraction_roots
@@ -20,6 +21,7 @@ from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.golden import cases as _golden_cases
+from runtime_probe.golden import compact as _compact
 from runtime_probe.runtime import numerics as _numerics
 from runtime_probe.runtime import torch_compat
 
@@ -186,28 +188,33 @@ def _tensors(state: State, path: str) -> dict[str, Any]:
     return state.tensor_files[path]
 
 
-def op_load_weights(
-    state: State,
-    key: str,
-    weights_path: str,
-    device: str,
-    names: list[str],
-    sources: dict[str, str] | None = None,
-    kept_from: dict[str, str] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WeightsRequest:
+    """One ``load_weights`` request's arguments as the parent sends them (``op_load_weights``)."""
+
+    weights_path: str
+    device: str
+    names: list[str]
+    sources: dict[str, str] | None = None
+    kept_from: dict[str, str] | None = None
+
+
+def op_load_weights(state: State, key: str, **args: Any) -> dict[str, Any]:
     """Load already-validated weights into a model (the parent checked names, shapes, dtypes:
-    ``runtime_probe.package.weights``). ``sources``: constant -> the file's tensor it takes (a
-    tied constant takes its tied name's); the constants it leaves out keep the package's values.
-    None: every tensor loaded is a constant of that name, and every constant is loaded.
-    ``kept_from`` (``{"path", "entry"}``): a package without weights, whose entry holds the
-    values of the constants no checkpoint holds (the parent checked the archive)."""
+    ``runtime_probe.package.weights``; ``args``: the fields of ``WeightsRequest``). ``sources``:
+    constant -> the file's tensor it takes (a tied constant takes its tied name's); the constants
+    it leaves out keep the package's values. None: every tensor loaded is a constant of that name,
+    and every constant is loaded. ``kept_from`` (``{"path", "entry"}``): a package without
+    weights, whose entry holds the values of the constants no checkpoint holds (the parent
+    checked the archive)."""
+    req = WeightsRequest(**args)
     started = time.monotonic()
     # borrow: load_constants copies the tensors in at once, so the library's mmap-backed ones do
-    tensors = _safetensors.load(weights_path, names=names, device=device, borrow=True)
-    constants = tensors if sources is None else {name: tensors[src] for name, src in sources.items()}
-    if kept_from is not None:
-        constants = {**_kept_constants(kept_from["path"], kept_from["entry"], device), **constants}
-    state.models[key].load_constants(constants, check_full_update=sources is None)
+    tensors = _safetensors.load(req.weights_path, names=req.names, device=req.device, borrow=True)
+    constants = tensors if req.sources is None else {name: tensors[src] for name, src in req.sources.items()}
+    if req.kept_from is not None:
+        constants = {**_kept_constants(req.kept_from["path"], req.kept_from["entry"], req.device), **constants}
+    state.models[key].load_constants(constants, check_full_update=req.sources is None)
     return {"seconds": round(time.monotonic() - started, 4), "loaded": sorted(constants)}
 
 
@@ -221,30 +228,41 @@ def _kept_constants(path: str, entry: str, device: str) -> dict[str, Any]:
         return _safetensors.load(archive.read(entry, max_bytes=archive.entries[entry].size), device=device)
 
 
-def op_run(
-    state: State,
-    key: str,
-    golden_path: str,
-    sample: dict[str, Any],
-    inputs: list[dict[str, Any]],
-    in_spec: str,
-    outputs: list[str],
-    device: str,
-    tolerances: dict[str, list[float]] | None = None,
-    save_path: str | None = None,
-    save_durable: bool = True,
-    equal_nan: bool = False,
-    input_device: str | None = None,
-    contract_from: str | None = None,
-    stored: bool = False,
-    iterations: int = 1,
-    save_inputs_path: str | None = None,
-    warmup: int = 0,
-    duration_s: float | None = None,
-    resize: dict[str, list[int]] | None = None,
-    raw_times: bool = False,
-) -> dict[str, Any]:
-    """Run one sample through a loaded model and compare with the references it stores.
+@dataclass(frozen=True)
+class RunRequest:
+    """One ``run`` request's arguments as the parent sends them (JSON values; ``op_run`` says
+    what each one does)."""
+
+    golden_path: str
+    sample: dict[str, Any]
+    inputs: list[dict[str, Any]]
+    in_spec: str
+    outputs: list[str]
+    device: str
+    tolerances: dict[str, list[float]] | None = None
+    save_path: str | None = None
+    save_durable: bool = True
+    equal_nan: bool = False
+    input_device: str | None = None
+    contract_from: str | None = None
+    stored: bool = False
+    iterations: int = 1
+    save_inputs_path: str | None = None
+    warmup: int = 0
+    duration_s: float | None = None
+    resize: dict[str, list[int]] | None = None
+    raw_times: bool = False
+
+    @property
+    def gpu(self) -> str | None:
+        """The CUDA device the comparison's arithmetic runs on (beside the output, a chunk at a
+        time), or None on the CPU."""
+        return self.device if self.device.startswith("cuda") else None
+
+
+def op_run(state: State, key: str, **args: Any) -> dict[str, Any]:
+    """Run one sample through a loaded model and compare with the references it stores
+    (``args``: the fields of ``RunRequest``, by name).
 
     ``input_device`` places the inputs elsewhere than the model (to replay a serving bug);
     ``contract_from`` (the package path) checks them against its contract first, by name;
@@ -261,87 +279,132 @@ def op_run(
     makes its golden samples (``_resized``; a fixed seed). ``raw_times``: the reply's
     ``times_s`` holds every timed call's seconds too (``probe --latency-raw``).
     """
-    import torch
-
+    req = RunRequest(**args)
     try:
-        tensors = _tensors(state, golden_path)
+        tensors = _tensors(state, req.golden_path)
     except _safetensors.SafetensorsError as exc:
         return {"data_error": str(exc)[:500]}
-    # a compact sample's generated inputs, made again from their recipes (runtime_probe/golden)
-    made, refused = _golden_cases.regenerate(sample, tensors) if sample.get("recipes") else ({}, None)
+    try:
+        values = _sample_values(req, tensors)
+    except _Refused as cannot:
+        return cannot.reply
+    leaves = _leaves(req, values)
+    spec = _treespec.load(req.in_spec)
+    refused = _inputs_refused(state, req, leaves, spec)
     if refused is not None:
-        return refused
-    # each tensor input's values: stored in the golden file, or made again from its recipe
+        return {"contract_error": refused}
+    model = state.models[key]
+    report = _judged_run(req, model, leaves, spec, tensors)
+    if "compact_error" not in report and (req.iterations > 1 or req.duration_s):
+        report["latency_ms"] = _latency(
+            lambda: _run_flat(model, leaves, spec), req.device, req.iterations, req.warmup, req.duration_s, req.raw_times
+        )
+        if req.raw_times:  # beside the summary, never in it: the report keeps the statistics alone
+            report["times_s"] = report["latency_ms"].pop("times_s")
+    return report
+
+
+class _Refused(Exception):
+    """A sample that cannot be made: ``reply`` is the op's whole reply (the model does not run)."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
+def _sample_values(req: RunRequest, tensors: dict[str, Any]) -> dict[str, Any]:
+    """Each tensor input's values by name: stored in the golden file, or made again from its
+    recipe (a compact sample: runtime_probe/golden), then resized for ``--shapes``. Raises
+    ``_Refused`` when the sample cannot be made."""
+    made, refused = _golden_cases.regenerate(req.sample, tensors) if req.sample.get("recipes") else ({}, None)
+    if refused is not None:
+        raise _Refused(refused)
     try:
         values = {
-            spec["name"]: made[spec["name"]] if spec["name"] in made else tensors[sample["inputs"][spec["name"]]]
-            for spec in inputs
+            spec["name"]: made[spec["name"]] if spec["name"] in made else tensors[req.sample["inputs"][spec["name"]]]
+            for spec in req.inputs
             if spec["kind"] == "tensor"
         }
     except KeyError as exc:  # the parent checks the records first (golden/records.py): a record it missed
-        return {"data_error": f"the sample's record names no stored tensor for {str(exc)[:200]}"}
-    if resize:
-        values |= _resized(values, resize, contract_from)
+        raise _Refused({"data_error": f"the sample's record names no stored tensor for {str(exc)[:200]}"}) from None
+    if req.resize:
+        values |= _resized(values, req.resize, req.contract_from)
+    return values
+
+
+def _leaves(req: RunRequest, values: dict[str, Any]) -> list[Any]:
+    """The call's flat leaves in the contract's order, each tensor in its compiled layout on its
+    device; written to ``save_inputs_path`` when asked."""
     leaves: list[Any] = []
-    for spec in inputs:
+    symbols = req.sample.get("symbols") or {}
+    for spec in req.inputs:
         if spec["kind"] == "tensor":
-            leaves.append(_restride(values[spec["name"]], spec.get("stride"), sample.get("symbols") or {}).to(input_device or device))
+            leaves.append(_restride(values[spec["name"]], spec.get("stride"), symbols).to(req.input_device or req.device))
         else:
             leaves.append(spec.get("value"))
-    if save_inputs_path is not None:
-        named = {spec["name"]: leaf for spec, leaf in zip(inputs, leaves) if spec["kind"] == "tensor"}
-        _safetensors.dump({k: v.detach().to("cpu").contiguous() for k, v in named.items()}, save_inputs_path)
-    spec = _treespec.load(in_spec)
-    if contract_from is not None:
-        if stored:
-            refused = _stored_contract_error(state, contract_from, device, leaves)
-        else:
-            refused = _contract_error(contract_from, device, leaves, spec, in_spec)
-        if refused is not None:
-            return {"contract_error": refused}
-    model = state.models[key]
+    if req.save_inputs_path is not None:
+        named = {spec["name"]: leaf for spec, leaf in zip(req.inputs, leaves) if spec["kind"] == "tensor"}
+        _safetensors.dump({k: v.detach().to("cpu").contiguous() for k, v in named.items()}, req.save_inputs_path)
+    return leaves
+
+
+def _inputs_refused(state: State, req: RunRequest, leaves: list[Any], spec: Any) -> dict[str, Any] | None:
+    """The contract's verdict on the leaves when ``contract_from`` asks for one (None: they pass)."""
+    if req.contract_from is None:
+        return None
+    if req.stored:
+        return _stored_contract_error(state, req.contract_from, req.device, leaves)
+    return _contract_error(req.contract_from, req.device, leaves, spec, req.in_spec)
+
+
+def _judged_run(req: RunRequest, model: Any, leaves: list[Any], spec: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The judged call: its time, each output compared with its reference, the outputs saved when
+    asked; ``{"compact_error": ...}`` when a compact reference cannot be read."""
+    import torch
+
     started = time.monotonic()
     flat = _run_flat(model, leaves, spec)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
+    if req.device.startswith("cuda"):
+        torch.cuda.synchronize(req.device)
     seconds = time.monotonic() - started
     report: dict[str, Any] = {"seconds": round(seconds, 5), "count": len(flat), "outputs": {}}
-    if len(flat) != len(outputs):
-        report["count_mismatch"] = {"expected": len(outputs), "found": len(flat)}
+    if len(flat) != len(req.outputs):
+        report["count_mismatch"] = {"expected": len(req.outputs), "found": len(flat)}
     saved: dict[str, Any] = {}
-    for name, value in zip(outputs, flat):
+    for name, value in zip(req.outputs, flat):
         if not isinstance(value, torch.Tensor):
             report["outputs"][name] = {"passed": True, "not_tensor": repr(value)[:200]}
             continue
-        entry: dict[str, Any] = {
-            "nonfinite": _numerics.nonfinite_count(value),
-            "dtype": str(value.dtype).replace("torch.", ""),
-            "shape": list(value.shape),
-        }
-        ref_key = sample.get("outputs", {}).get(name)
-        digest = (sample.get("digests") or {}).get(name)
-        if tolerances is not None and digest is not None:
-            atol, rtol = tolerances.get(name, [0.0, 0.0])
-            try:
-                entry.update(
-                    _golden_cases.check_output(value, digest, tensors, atol, rtol, equal_nan, device if device.startswith("cuda") else None)
-                )
-            except (KeyError, ValueError) as exc:
-                return {"compact_error": f"output {name!r}: {str(exc)[:300]}"}
-        elif tolerances is not None and ref_key is not None and ref_key in tensors:
-            atol, rtol = tolerances.get(name, [0.0, 0.0])
-            on_gpu = device if device.startswith("cuda") else None  # the arithmetic beside the output, a chunk at a time
-            entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=equal_nan, device=on_gpu))
-        report["outputs"][name] = entry
-        if save_path is not None:
+        try:
+            report["outputs"][name] = _judged_output(req, name, value, tensors)
+        except (KeyError, ValueError) as exc:
+            return {"compact_error": f"output {name!r}: {str(exc)[:300]}"}
+        if req.save_path is not None:
             saved[name] = value.detach().to("cpu")
-    if save_path is not None:
-        _safetensors.dump(saved, save_path, durable=save_durable)
-    if iterations > 1 or duration_s:
-        report["latency_ms"] = _latency(lambda: _run_flat(model, leaves, spec), device, iterations, warmup, duration_s, raw_times)
-        if raw_times:  # beside the summary, never in it: the report keeps the statistics alone
-            report["times_s"] = report["latency_ms"].pop("times_s")
+    if req.save_path is not None:
+        _safetensors.dump(saved, req.save_path, durable=req.save_durable)
     return report
+
+
+def _judged_output(req: RunRequest, name: str, value: Any, tensors: dict[str, Any]) -> dict[str, Any]:
+    """One tensor output's entry: its facts, and its comparison with the sample's reference (a
+    compact digest, or a stored tensor) when tolerances are given. Raises KeyError / ValueError
+    when a compact reference cannot be read."""
+    entry: dict[str, Any] = {
+        "nonfinite": _numerics.nonfinite_count(value),
+        "dtype": str(value.dtype).replace("torch.", ""),
+        "shape": list(value.shape),
+    }
+    if req.tolerances is None:
+        return entry
+    atol, rtol = req.tolerances.get(name, [0.0, 0.0])
+    ref_key = req.sample.get("outputs", {}).get(name)
+    digest = (req.sample.get("digests") or {}).get(name)
+    if digest is not None:
+        entry.update(_golden_cases.check_output(value, digest, tensors, _compact.Bound(atol, rtol, req.equal_nan), req.gpu))
+    elif ref_key is not None and ref_key in tensors:
+        entry.update(_numerics.stats(value, tensors[ref_key], atol=atol, rtol=rtol, equal_nan=req.equal_nan, device=req.gpu))
+    return entry
 
 
 def _run_flat(model: Any, leaves: list[Any], spec: Any) -> list[Any]:
@@ -510,7 +573,9 @@ def _resized(values: Mapping[str, Any], resize: dict[str, list[int]], package: s
                 continue
             shape = tuple(resize[s.name])
             stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
-            recipes.append(_recipe.recipe(s.name, t, s.name, s.tensor.dtype, shape, stride, _recipe.input_seed(0, "shapes", s.name)))
+            recipes.append(
+                _recipe.recipe(s.name, t, s.name, _recipe.Sized(s.tensor.dtype, shape, stride), _recipe.input_seed(0, "shapes", s.name))
+            )
             if t.kind == "pool":
                 pools[s.name] = t.pool
         try:

@@ -183,7 +183,16 @@ def _parse(buf: _Buf) -> ElfInfo:
     )  # fmt: skip
 
 
-def _table(r: _Reader, what: str, off: int, entsize: int, count: int, fmt: str, cap: int) -> list[tuple[int, ...]]:
+class _Span(NamedTuple):
+    """Where a header table lies: its offset, its entry size and its entry count."""
+
+    off: int
+    entsize: int
+    entries: int
+
+
+def _table(r: _Reader, what: str, span: _Span, fmt: str, cap: int) -> list[tuple[int, ...]]:
+    off, entsize, count = span
     if entsize < struct.calcsize(r.endian + fmt):
         raise ElfError(f"{what} entry size {entsize} is too small")
     if count > cap:
@@ -196,12 +205,12 @@ def _read_sections(r: _Reader, is64: bool, shoff: int, entsize: int, count: int,
     if shoff == 0:
         return []
     fmt = "IIQQQQIIQQ" if is64 else "IIIIIIIIII"
-    first = _table(r, "section header", shoff, entsize, 1, fmt, 1)[0]
+    first = _table(r, "section header", _Span(shoff, entsize, 1), fmt, 1)[0]
     if count == 0:  # extended numbering: the real count is sh_size[0]
         count = first[5]
     if shstrndx == 0xFFFF:  # SHN_XINDEX: the real index is sh_link[0]
         shstrndx = first[6]
-    rows = _table(r, "section header", shoff, entsize, count, fmt, _MAX_SECTIONS)
+    rows = _table(r, "section header", _Span(shoff, entsize, count), fmt, _MAX_SECTIONS)
     if count and shstrndx >= count:
         raise ElfError(f"e_shstrndx {shstrndx} out of range ({count} sections)")
     sections = [_Section(f[1], f[4], f[5], f[6], f[7]) for f in rows]
@@ -217,7 +226,7 @@ def _read_segments(r: _Reader, is64: bool, phoff: int, entsize: int, count: int)
     if phoff == 0 or count == 0:
         return []
     fmt = "IIQQQQQQ" if is64 else "IIIIIIII"
-    rows = _table(r, "program header", phoff, entsize, count, fmt, _MAX_RECORDS)
+    rows = _table(r, "program header", _Span(phoff, entsize, count), fmt, _MAX_RECORDS)
     t, o, v, z = (0, 2, 3, 5) if is64 else (0, 1, 2, 4)  # p_type/offset/vaddr/filesz
     segments = [_Segment(f[t], f[o], f[v], f[z]) for f in rows]
     for i, p in enumerate(segments):

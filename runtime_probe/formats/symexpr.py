@@ -17,7 +17,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
-__all__ = ["ExprError", "compile_condition", "compile_expr", "free_symbols", "is_symbol", "solve_for"]
+__all__ = ["ExprError", "compile_condition", "compile_expr", "free_symbols", "invert_affine", "is_symbol", "solve_for"]
 
 Env = Mapping[str, int]
 Fn = Callable[[Env], int]
@@ -192,32 +192,47 @@ def _compile_bool(node: ast.expr, depth: int) -> Cond:
     raise ExprError(f"unsupported condition element {ast.dump(node)[:80]}")
 
 
-def solve_for(expr: str, name: str, size: int, known: Env, lo: int = 0, hi: int | None = None, *, search: bool = True) -> int | None:
+def solve_for(expr: str, name: str, size: int, known: Env, lo: int = 0, hi: int | None = None) -> int | None:
     """The value of ``name`` (from ``lo`` up; the search stops at ``hi``) that makes ``expr`` equal
     ``size`` (the other symbols from ``known``), or None when there is none.
 
-    Affine expressions (``8*k``, ``k + 1``) are inverted from two evaluations. Anything else is
-    searched over the range (small for real sizes) when ``search``; without it, an expression that
-    is not affine gives None too. A ``size`` that an affine expression cannot reach (24 for
-    ``16*k``) gives None either way.
+    Affine expressions (``8*k``, ``k + 1``) are inverted from two evaluations (``invert_affine``).
+    Anything else is searched over the range (small for real sizes). A ``size`` that an affine
+    expression cannot reach (24 for ``16*k``) gives None.
     """
     try:
         fn = compile_expr(expr)
-
-        def at(v: int) -> int:
-            return int(fn({**known, name: v}))
-
-        a, b = at(lo + 1) - at(lo), at(lo)
-        if a != 0 and (size - b) % a == 0:
-            guess = lo + (size - b) // a
-            if guess >= lo and at(guess) == size:
-                return guess
-        if not search:
-            return None
+        guess = _affine_guess(fn, name, size, known, lo)
+        if guess is not None:
+            return guess
         top = hi if hi is not None else max(size, 1) * 2 + 2
         for v in range(lo, min(top, lo + 100_000) + 1):
-            if at(v) == size:
+            if int(fn({**known, name: v})) == size:
                 return v
     except (ExprError, ZeroDivisionError, ValueError):
         return None
+    return None
+
+
+def invert_affine(expr: str, name: str, size: int, known: Env, lo: int = 0) -> int | None:
+    """``solve_for`` without the search: the value of ``name`` (from ``lo`` up) that makes ``expr``
+    equal ``size``, inverted from two evaluations and checked; None otherwise (an expression that
+    is not affine gives None too)."""
+    try:
+        return _affine_guess(compile_expr(expr), name, size, known, lo)
+    except (ExprError, ZeroDivisionError, ValueError):
+        return None
+
+
+def _affine_guess(fn: Fn, name: str, size: int, known: Env, lo: int) -> int | None:
+    """The affine inverse's value of ``name`` when it is one (None otherwise); raises what ``fn`` raises."""
+
+    def at(v: int) -> int:
+        return int(fn({**known, name: v}))
+
+    a, b = at(lo + 1) - at(lo), at(lo)
+    if a != 0 and (size - b) % a == 0:
+        guess = lo + (size - b) // a
+        if guess >= lo and at(guess) == size:
+            return guess
     return None

@@ -131,14 +131,15 @@ def regenerate(sample: Mapping[str, Any], tensors: Mapping[str, Any]) -> tuple[d
 
 
 def check_output(
-    value: Any, digest: Mapping[str, Any], tensors: Mapping[str, Any], atol: float, rtol: float, equal_nan: bool, device: str | None
+    value: Any, digest: Mapping[str, Any], tensors: Mapping[str, Any], bound: _compact.Bound, device: str | None
 ) -> dict[str, Any]:
-    """(child) One output against its digest; raises ValueError when the digest's positions are
-    outside the output (the record is wrong, not the model)."""
+    """(child) One output against its digest (``bound``: its elementwise rule; ``device``: where
+    the statistics are computed, None for the CPU); raises ValueError when the digest's positions
+    are outside the output (the record is wrong, not the model)."""
     at, ref = tensors[digest["indices"]], tensors[digest["values"]]
     if at.numel() and (int(at.min().item()) < 0 or int(at.max().item()) >= value.numel()):
         raise ValueError(f"the digest of {digest.get('output')!r} holds positions outside its {value.numel()} elements")
-    return _compact.check(value, digest, at, ref, atol=atol, rtol=rtol, equal_nan=equal_nan, device=device)
+    return _compact.check(value, digest, at, ref, bound, device=device)
 
 
 def reply_findings(sample_id: str, reply: Mapping[str, Any]) -> list[Finding]:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.runtime import numerics as _numerics
 
-__all__ = ["SPREAD", "WORST", "check", "positions", "reference_stats", "tolerances", "worst_positions"]
+__all__ = ["SPREAD", "WORST", "Bound", "check", "positions", "reference_stats", "tolerances", "worst_positions"]
 
 SPREAD = 1024  # evenly spread elements of each output stored
 WORST = 8  # and the build's worst-error positions
@@ -103,14 +104,24 @@ def tolerances(stats: Mapping[str, Any], atol: float, rtol: float) -> tuple[floa
     return sum_tol, minmax_tol
 
 
-def check(
-    out: Any, digest: Mapping[str, Any], indices: Any, values: Any, *, atol: float, rtol: float, equal_nan: bool, device: str | None
-) -> dict[str, Any]:
-    """One output against its digest: the elementwise rule on the stored elements, then the
-    statistics. Returns the golden phase's entry (``passed``, ``max_abs``... and ``compact``:
-    what was checked, and ``stats_failed``: each statistic out of its tolerance)."""
+@dataclass(frozen=True)
+class Bound:
+    """The elementwise rule an output is held to: ``|out - ref| <= atol + rtol*|ref|``, a NaN
+    equal to a NaN where ``equal_nan``."""
+
+    atol: float
+    rtol: float
+    equal_nan: bool = False
+
+
+def check(out: Any, digest: Mapping[str, Any], indices: Any, values: Any, bound: Bound, *, device: str | None) -> dict[str, Any]:
+    """One output against its digest (``indices``, ``values``: its stored elements): the
+    elementwise rule on the stored elements, then the statistics. Returns the golden phase's
+    entry (``passed``, ``max_abs``... and ``compact``: what was checked, and ``stats_failed``:
+    each statistic out of its tolerance)."""
     import torch
 
+    atol, rtol = bound.atol, bound.rtol
     result: dict[str, Any] = {"atol": atol, "rtol": rtol}
     shape = list(digest.get("shape") or [])
     if list(out.shape) != shape:
@@ -120,7 +131,7 @@ def check(
         return {**result, "passed": False, "reason": "dtype", "expected": digest.get("dtype"), "found": dtype}
     flat_index = indices.to(torch.int64)
     picked = out.detach().reshape(-1)[flat_index.to(out.device)].to("cpu")
-    sub = _numerics.stats(picked, values, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    sub = _numerics.stats(picked, values, atol=atol, rtol=rtol, equal_nan=bound.equal_nan)
     worst = sub.get("worst_index")
     if worst:
         sub["worst_index"] = _unravel(int(flat_index[_flat(worst, picked.numel())].item()), tuple(out.shape))

@@ -21,6 +21,14 @@ Kinds, by what the example's input looks like:
   neighbour's, as ``cumsum(mask) - 1`` does);
 - ``pool``: anything else: values drawn from at most ``POOL_MAX`` of the example's own values.
 
+Half-precision edges (``EDGES``): a float16/bfloat16 input the example does not push to its dtype's
+limits gets, beside its ordinary samples, one sample per edge recipe whose values lie where the
+dtype breaks: magnitudes around sqrt(max) (a product of two overflows), near max (a sum overflows),
+and, for bfloat16, magnitudes 2**-8..2**8 whose mantissas use all 7 bits (a sum of two rounds). Each is
+a ``pool`` recipe over a pool ``edge_pool`` makes (the example's signs, so a model that needs
+positive inputs still gets them), stored in the golden file like any pool: the probe regenerates
+an edge sample with the same code as any other, and the sample's id names the recipe.
+
 torch is imported inside the functions (runtime_probe imports nothing else at import time).
 """
 
@@ -36,14 +44,20 @@ from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.manifest import InputRecipe, InputSpec, Symbol
 
 __all__ = [
+    "EDGES",
+    "EDGE_SAMPLE_IDS",
     "KINDS",
     "MAX_INPUT_BYTES",
     "MAX_SAMPLE_BYTES",
     "POOL_MAX",
+    "Edge",
     "RecipeError",
+    "Sized",
     "Template",
     "check_recipe",
     "contract_problem",
+    "edge_pool",
+    "edges_for",
     "generate",
     "input_seed",
     "plan",
@@ -103,6 +117,7 @@ class Template:
     keep: int | None = None
     pad: int | None = None
     follows: str | None = None
+    key: str | None = None  # "pool": the golden-file key of its pool, where not the input's own (an edge pool)
 
 
 def input_seed(seed: int, sample_id: str, name: str) -> int:
@@ -137,6 +152,71 @@ def value_pool(example: Any) -> Any:
     if flat.numel() <= POOL_MAX:
         return flat.clone()
     return flat[_hash31(0, POOL_MAX, 0) % flat.numel()].clone()
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A half-precision edge recipe: the magnitudes ``low..high`` times the dtype's ``scale``
+    (``sqrt_max``: sqrt of the largest finite value; ``max``: the largest; ``one``: 1)."""
+
+    name: str  # the sample's id is ``edge-NAME``
+    dtypes: tuple[str, ...]
+    scale: str
+    low: float
+    high: float
+    what: str  # why these values, for the sample's note
+
+    def magnitudes(self, dtype: str) -> tuple[float, float]:
+        """The recipe's magnitude range for ``dtype`` (inside its finite values)."""
+        import torch
+
+        top = float(torch.finfo(getattr(torch, dtype)).max)
+        unit = {"sqrt_max": math.sqrt(top), "max": top, "one": 1.0}[self.scale]
+        return self.low * unit, min(self.high * unit, top)
+
+
+# One sample per edge that applies to a half-precision input of the model; bounded by this table
+# (at most 3 extra samples), made only for float16/bfloat16 inputs.
+EDGES = (
+    Edge("overflow", ("float16", "bfloat16"), "sqrt_max", 0.9, 1.6, "around sqrt(max), so that a product of two overflows"),
+    Edge("max", ("float16", "bfloat16"), "max", 0.125, 1.0, "near max, so that a sum or a doubling overflows"),
+    Edge(
+        "rounding",
+        ("bfloat16",),
+        "one",
+        2.0**-8,
+        2.0**8,
+        "spread 2**-8..2**8 with mantissas that use all 7 of its bits, so that a sum of two rounds",
+    ),
+)
+_EDGE_POOL = 256  # values in an edge pool (whatever the example's size)
+EDGE_SAMPLE_IDS = tuple(f"edge-{e.name}" for e in EDGES)  # the golden sample each recipe makes (a user's never takes one)
+
+
+def edges_for(dtype: str) -> list[Edge]:
+    """The edge recipes of ``dtype`` (none but for float16 and bfloat16)."""
+    return [e for e in EDGES if dtype in e.dtypes]
+
+
+def edge_pool(pool: Any, dtype: str, edge: Edge) -> Any:
+    """The 1-D ``dtype`` pool of ``edge``: its magnitudes, spread over the range (log-spaced for
+    ``rounding``, each with a mantissa of 1 + j/128), with the signs of the example's ``pool`` in
+    turn (zero counts as positive: a model that needs positive inputs still gets them)."""
+    import torch
+
+    low, high = edge.magnitudes(dtype)
+    n = _EDGE_POOL
+    if edge.scale == "one":
+        exps = torch.floor(torch.linspace(math.log2(low), math.log2(high), n, dtype=torch.float64))
+        mags = torch.exp2(exps) * (1.0 + (torch.arange(n, dtype=torch.float64) * 37 % 128) / 128.0)
+    else:
+        mags = torch.linspace(low, high, n, dtype=torch.float64)
+    flat = pool.detach().to("cpu").reshape(-1).to(torch.float64)
+    signs = torch.where(flat < 0, -1.0, 1.0) if flat.numel() else torch.ones(1, dtype=torch.float64)
+    signs = signs[torch.arange(n) % signs.numel()]
+    dt = getattr(torch, dtype)
+    top = float(torch.finfo(dt).max)
+    return (mags * signs).clamp(-top, top).to(dt)
 
 
 def _mask_values(example: Any) -> tuple[int, int] | None:
@@ -192,10 +272,19 @@ def _same_dims(inputs: Sequence[InputSpec], a: str, b: str) -> bool:
     return a in shapes and b in shapes and shapes[a] == shapes[b]
 
 
-def recipe(name: str, t: Template, pool_key: str | None, dtype: str, shape: Sequence[int], stride: Sequence[int], seed: int) -> InputRecipe:
+@dataclass(frozen=True)
+class Sized:
+    """One input's tensor at one sample's sizes: its dtype name, shape and stride."""
+
+    dtype: str
+    shape: Sequence[int]
+    stride: Sequence[int]
+
+
+def recipe(name: str, t: Template, pool_key: str | None, at: Sized, seed: int) -> InputRecipe:
     """The recipe of one input at one sample's sizes (its ``sha256`` empty until generated)."""
     return InputRecipe(
-        name, t.kind, dtype, tuple(shape), tuple(stride), seed, "", pool_key if t.kind == "pool" else None,
+        name, t.kind, at.dtype, tuple(at.shape), tuple(at.stride), seed, "", pool_key if t.kind == "pool" else None,
         t.low, t.high, t.keep, t.pad, t.follows,
     )  # fmt: skip
 

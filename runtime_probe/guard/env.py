@@ -32,7 +32,7 @@ class Env:
     __slots__ = ("deferred", "pending", "symbols")
 
     def __init__(self) -> None:
-        self.symbols: dict[str, tuple[int, str, int]] = {}
+        self.symbols: dict[str, tuple[int, str, int | None]] = {}  # dim None: the input's value (data_checks)
         self.pending: list[tuple[str, int, Dim, Callable[[Any], int], int]] = []
         self.deferred: list[tuple[str, str, Deferred]] = []
 
@@ -57,7 +57,7 @@ class Env:
         except _symexpr.ExprError:
             slope = [0, 0, 1]
         if slope[1] - slope[0] == slope[2] - slope[1] != 0:  # affine (8*k, k + 1): the exact inverse
-            found = _symexpr.solve_for(d.expr, sym, size, values, 0, search=False)
+            found = _symexpr.invert_affine(d.expr, sym, size, values, 0)
         else:  # a floor, a product: every small value, for uniqueness
             hits: list[int] = []
             for v in range(_SEARCH_LIMIT + 1):

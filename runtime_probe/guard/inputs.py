@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime_probe.guard.data_checks import value_symbols
 from runtime_probe.guard.env import Env as _Env
 from runtime_probe.guard.fastpath import compile_fast
-from runtime_probe.guard.rules import Check, compile_leaf
-from runtime_probe.guard.shape_guards import compile_guards
+from runtime_probe.guard.rules import Check, compile_call, compile_leaf
 from runtime_probe.guard.values import value_check, with_value_check
 from runtime_probe.package.manifest import InputSpec, Manifest
 from runtime_probe.reporting.errors import InputContractError
@@ -100,9 +100,11 @@ class InputChecker:
             by_param.setdefault(spec.param, []).append(spec)
         self._flat = {name: len(specs) == 1 and specs[0].name == name for name, specs in by_param.items()}
         self._specs = by_param
-        self._checks = {spec.name: compile_leaf(spec, device, torch) for spec in manifest.io.inputs}
-        # export's shape guards (shape_guards.py): after every symbol is bound, in both paths below
-        self._guards = compile_guards(manifest.io)
+        reads = value_symbols(manifest.io)
+        self._checks = {spec.name: compile_leaf(spec, device, torch, reads=reads.get(spec.name)) for spec in manifest.io.inputs}
+        # the call's rules (rules.CALL_RULES: export's shape guards, the model's checks on values):
+        # after every symbol is bound, in both paths below
+        self._guards = compile_call(manifest.io)
         if check_values:
             for spec in manifest.io.inputs:
                 if spec.tensor is not None and spec.tensor.value_range is not None:

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from runtime_probe.formats import treespec as _treespec
@@ -26,13 +27,13 @@ from runtime_probe.guard.values import DeviceValues, check_mode_name, resolve_mo
 from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_kept_constants, read_weights_file
 from runtime_probe.host.rules import parse_device
 from runtime_probe.host.skew import torch_to_install
-from runtime_probe.package.archive import open_archive
+from runtime_probe.package.archive import Archive, open_archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageError
-from runtime_probe.reporting.findings import error, has_errors
+from runtime_probe.reporting.findings import Finding, error, has_errors
 from runtime_probe.runtime import layout, torch_compat
 
 __all__ = ["GuardedModel", "load"]
@@ -96,21 +97,7 @@ def load(
         if not verify:
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
         key = load_public_key(_path_argument(public_key, "public_key"))
-    # The bytes verified are the bytes loaded: a private copy, removed once torch has extracted it.
-    # TMPDIR as given: torch extracts the package there too, and does not fall back to /tmp
-    where = os.environ.get("TMPDIR") or None
-    try:
-        private = tempfile.mkdtemp(prefix="runtime-probe-load-", dir=where)
-    except OSError as exc:
-        raise _tmpdir_error(exc, where or tempfile.gettempdir()) from None
-    try:
-        try:
-            copied = private_copy(fspath, private)
-        except OSError as exc:
-            raise _tmpdir_error(exc, private) from None
-        guarded = _load_verified(fspath, copied, device, model, verify, key, check_values)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+    guarded = _load_private_copy(_LoadRequest(fspath, device, model, verify, key, check_values))
     if weights is not None:
         guarded.load_constants(weights)
     return guarded
@@ -166,91 +153,169 @@ def _import_torch(manifest: Manifest) -> None:
         ) from None
 
 
-def _load_verified(
-    fspath: str, copy: str, device: str | None, model: str, verify: bool, key: Any, check_values: bool | str | None
-) -> GuardedModel:
-    from runtime_probe.trust.check import check_archive
+@dataclass(frozen=True)
+class _LoadRequest:
+    """``load``'s checked arguments: the package's path, the device and model asked for, whether
+    to verify hashes, the signing key (or None) and the value-check mode."""
 
-    archive, findings = open_archive(copy)
-    if archive is None:
-        raise PackageRejected(f"{fspath} is not a usable package", findings)
-    with archive:
-        # a package without a manifest is refused below: reading its entries would be wasted
-        trust = check_archive(archive, key, verify_hashes=verify and archive.has(layout.MANIFEST))
-        findings += trust.findings
-        if has_errors(findings):
-            first = next(f for f in findings if f.severity.value == "error")
-            raise PackageRejected(
-                f"{fspath} failed its archive checks: {first.code}: {first.message}",
-                findings,
-                hint="do not load it: fetch the released file again",
-            )
-        manifest = trust.manifest
-        if manifest is None:
-            raise PackageRejected(
-                f"{fspath} has no aoti-guard manifest",
-                [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
-                hint="build it with aoti-guard build",
-            )
-        device_type, index = manifest.target.device_type, None
-        if device is not None:
-            try:
-                device_type, index = parse_device(device)
-            except ValueError:
-                raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda or cuda:N") from None
-            if device_type != manifest.target.device_type:
-                raise UsageError(
-                    f"the package was compiled for {manifest.target.device_type}, not {device_type}",
-                    hint=f"load it with device={manifest.target.device_type!r}",
-                )
-        tmp: str | None = None
-        load_path, model_name = copy, manifest.model_name
-        if model == layout.TWIN_MODEL:
-            tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
-            twin = materialize_twin(archive, manifest, tmp)
-            if twin is None:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise UsageError(f"{fspath} has no debug twin", hint="it was built with --no-debug-twin")
-            load_path, model_name = twin, layout.TWIN_MODEL
-        kept = read_kept_constants(archive, manifest) if tmp is None else None
-    _import_torch(manifest)
+    fspath: str
+    device: str | None
+    model: str
+    verify: bool
+    key: Any
+    check_values: bool | str | None
+
+
+def _load_private_copy(req: _LoadRequest) -> GuardedModel:
+    """The package loaded from a private copy (the bytes verified are the bytes loaded), removed
+    once torch has extracted it. TMPDIR as given: torch extracts the package there too, and does
+    not fall back to /tmp."""
+    where = os.environ.get("TMPDIR") or None
     try:
-        compiled = torch_compat.make_package_loader(load_path, model_name, index)
+        private = tempfile.mkdtemp(prefix="runtime-probe-load-", dir=where)
+    except OSError as exc:
+        raise _tmpdir_error(exc, where or tempfile.gettempdir()) from None
+    try:
+        try:
+            copied = private_copy(req.fspath, private)
+        except OSError as exc:
+            raise _tmpdir_error(exc, private) from None
+        return _load_verified(req, copied)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """What the verified archive gave: its manifest, the device to load on, the model's file and
+    name (the twin's materialized folder for the debug twin, else None), and the values of the
+    constants no checkpoint holds (a package without weights)."""
+
+    manifest: Manifest
+    device_type: str
+    index: int | None
+    load_path: str
+    model_name: str
+    twin_dir: str | None
+    kept: Any
+
+
+def _load_verified(req: _LoadRequest, copy: str) -> GuardedModel:
+    opened = _open_verified(req, copy)
+    _import_torch(opened.manifest)
+    try:
+        compiled = torch_compat.make_package_loader(opened.load_path, opened.model_name, opened.index)
     except RuntimeError as exc:
         if "Error generating temporary directory" not in str(exc):
             raise
         raise _tmpdir_error(OSError(0, str(exc).splitlines()[0]), os.environ.get("TMPDIR") or tempfile.gettempdir()) from None
-    constants_from = twin_constants_from(copy, manifest) if tmp is not None else None
-    if constants_from is not None:  # a twin without weights: it must not be callable before it has them
-        try:
-            share_release_constants(compiled, constants_from["path"], constants_from["model_name"], device_type, index)
-        except ReleaseConstantsError as exc:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            raise PackageRejected(
-                f"{fspath}: the debug twin could not be given the release model's weights",
-                [error("load.error", "load", str(exc), hint="load the release model (model='model'); rebuild with --twin-weights own")],
-                hint="the release model is unaffected",
-            ) from None
+    twin = opened.twin_dir is not None
+    if twin:  # a twin without weights: it must not be callable before it has them
+        _share_twin_constants(req.fspath, copy, opened, compiled)
     # the twin's own call wrapper is flat (aoti_guard/builder/twin/schedule.py): its call structure is the
     # release model's, which the manifest records
     guarded = GuardedModel(
         compiled,
-        manifest,
-        device_type,
-        _resolve_index(device_type, index),
-        check_values=check_values,
-        flat_call=tmp is not None,
+        opened.manifest,
+        _torch_device(opened.device_type, opened.index),
+        check_values=req.check_values,
+        flat_call=twin,
         # the release model of a package without weights: nothing may call it before it has them
-        unset=UnsetConstants.for_package(manifest) if tmp is None else None,
+        unset=UnsetConstants.for_package(opened.manifest) if not twin else None,
     )
-    if tmp is not None:
-        weakref.finalize(guarded, shutil.rmtree, tmp, True)
-    if kept is not None:  # a package without weights: what no checkpoint holds comes from the package
+    if opened.twin_dir is not None:
+        weakref.finalize(guarded, shutil.rmtree, opened.twin_dir, True)
+    if opened.kept is not None:  # a package without weights: what no checkpoint holds comes from the package
         from runtime_probe.formats import safetensors as _safetensors
 
-        guarded.load_constants(_safetensors.load(kept, device=str(guarded.device)), check_full_update=False)
+        guarded.load_constants(_safetensors.load(opened.kept, device=str(guarded.device)), check_full_update=False)
     return guarded
+
+
+def _open_verified(req: _LoadRequest, copy: str) -> _Opened:
+    """The private copy's archive checked (signature, hashes, manifest), the device resolved and,
+    for the debug twin, its model materialized; PackageRejected / UsageError otherwise."""
+    archive, findings = open_archive(copy)
+    if archive is None:
+        raise PackageRejected(f"{req.fspath} is not a usable package", findings)
+    with archive:
+        manifest = _trusted_manifest(req, archive, findings)
+        device_type, index = _target_device(req.device, manifest)
+        load_path, model_name, tmp = copy, manifest.model_name, None
+        if req.model == layout.TWIN_MODEL:
+            tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
+            twin = materialize_twin(archive, manifest, tmp)
+            if twin is None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise UsageError(f"{req.fspath} has no debug twin", hint="it was built with --no-debug-twin")
+            load_path, model_name = twin, layout.TWIN_MODEL
+        kept = read_kept_constants(archive, manifest) if tmp is None else None
+    return _Opened(manifest, device_type, index, load_path, model_name, tmp, kept)
+
+
+def _trusted_manifest(req: _LoadRequest, archive: Archive, findings: list[Finding]) -> Manifest:
+    """The archive's manifest once its signature and hashes hold; PackageRejected otherwise."""
+    from runtime_probe.trust.check import check_archive
+
+    # a package without a manifest is refused below: reading its entries would be wasted
+    trust = check_archive(archive, req.key, verify_hashes=req.verify and archive.has(layout.MANIFEST))
+    findings = [*findings, *trust.findings]
+    if has_errors(findings):
+        first = next(f for f in findings if f.severity.value == "error")
+        raise PackageRejected(
+            f"{req.fspath} failed its archive checks: {first.code}: {first.message}",
+            findings,
+            hint="do not load it: fetch the released file again",
+        )
+    if trust.manifest is None:
+        raise PackageRejected(
+            f"{req.fspath} has no aoti-guard manifest",
+            [*findings, error("manifest.missing", "archive", "no manifest: nothing to guard inputs with")],
+            hint="build it with aoti-guard build",
+        )
+    return trust.manifest
+
+
+def _target_device(device: str | None, manifest: Manifest) -> tuple[str, int | None]:
+    """(device type, index) to load on: the package's own device type unless ``device`` names
+    one, which must be the package's."""
+    if device is None:
+        return manifest.target.device_type, None
+    try:
+        device_type, index = parse_device(device)
+    except ValueError:
+        raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda or cuda:N") from None
+    if device_type != manifest.target.device_type:
+        raise UsageError(
+            f"the package was compiled for {manifest.target.device_type}, not {device_type}",
+            hint=f"load it with device={manifest.target.device_type!r}",
+        )
+    return device_type, index
+
+
+def _share_twin_constants(fspath: str, copy: str, opened: _Opened, compiled: Any) -> None:
+    """A debug twin built without weights takes the release model's; PackageRejected when it cannot."""
+    constants_from = twin_constants_from(copy, opened.manifest)
+    if constants_from is None:
+        return
+    try:
+        share_release_constants(compiled, constants_from["path"], constants_from["model_name"], opened.device_type, opened.index)
+    except ReleaseConstantsError as exc:
+        if opened.twin_dir is not None:
+            shutil.rmtree(opened.twin_dir, ignore_errors=True)
+        raise PackageRejected(
+            f"{fspath}: the debug twin could not be given the release model's weights",
+            [error("load.error", "load", str(exc), hint="load the release model (model='model'); rebuild with --twin-weights own")],
+            hint="the release model is unaffected",
+        ) from None
+
+
+def _torch_device(device_type: str, index: int | None) -> Any:
+    """The torch device to load on: a CUDA package without an index takes the current device."""
+    import torch
+
+    resolved = _resolve_index(device_type, index)
+    return torch.device(device_type, resolved) if resolved is not None else torch.device(device_type)
 
 
 def _resolve_index(device_type: str, index: int | None) -> int | None:
@@ -270,7 +335,8 @@ class GuardedModel:
     ``check(*args, **kwargs)`` validates without running. ``compiled`` is torch's own callable.
     ``check_values`` (see ``load``; ``value_mode`` says which was chosen): integer inputs are also
     checked against the value ranges in the manifest, by reading them ("sync") or on the device
-    ("device": ``raise_for_values()`` raises for the last call).
+    ("device": ``raise_for_values()`` raises for the last call). ``device``: the torch.device
+    (or its string) the package was loaded on.
 
     ``flat_call``: the package's own call wrapper is not the model's (the debug twin's takes and
     returns flat leaves): the call structure is the manifest's, and every call runs on the flat
@@ -285,8 +351,7 @@ class GuardedModel:
         self,
         compiled: Any,
         manifest: Manifest,
-        device_type: str,
-        device_index: int | None,
+        device: Any,
         *,
         check_values: bool | str | None = None,
         flat_call: bool = False,
@@ -297,10 +362,10 @@ class GuardedModel:
         self._unset = unset if unset is not None else UnsetConstants(())
         self.compiled = compiled
         self.manifest = manifest
-        self.value_mode = resolve_mode(check_values, device_type, manifest)  # "sync" | "device" | "off"
+        self.device = torch.device(device)
+        self.value_mode = resolve_mode(check_values, self.device.type, manifest)  # "sync" | "device" | "off"
         self.check_values = self.value_mode != "off"
         self.flat_call = flat_call
-        self.device = torch.device(device_type, device_index) if device_index is not None else torch.device(device_type)
         self.checker = InputChecker(manifest, self.device, check_values=self.value_mode == "sync")
         self._device_values = DeviceValues(manifest, torch) if self.value_mode == "device" else None
         spec = (manifest.io.in_spec, manifest.io.out_spec) if flat_call else _package_call_spec(compiled)
@@ -324,8 +389,7 @@ class GuardedModel:
         return GuardedModel(
             copy.deepcopy(self.compiled, memo),
             self.manifest,
-            self.device.type,
-            self.device.index,
+            self.device,
             check_values=self.value_mode,
             flat_call=self.flat_call,
             unset=self._unset,

@@ -1,11 +1,18 @@
-"""The contract rules of one input leaf, compiled into a diagnosing check (the slow path).
+"""Every per-call input rule, written once: ``RULES`` (a leaf's rules) and ``CALL_RULES`` (rules
+over a whole call), each with its diagnosing check and its fast form side by side.
 
-``compile_leaf`` turns an InputSpec into one closure. A tensor leaf's closure runs the rule
-families in a fixed order, each compiled by its own function below: what the value is (a tensor,
-its dtype, its device), its rank and static sizes, its symbolic sizes and the relations between
-inputs that share a symbol, and its strides. Each rule raises InputContractError naming the
-argument, with expected and found; the order decides which violation is reported first, so it is
-part of the behaviour.
+The diagnosing check (the slow path) raises InputContractError naming the argument, with expected
+and found; the fast form is the lines of fastpath.py's generated function that return None ("look
+closer") when the rule may not hold. A new rule is one more ``LeafRule`` or ``CallRule`` here, with
+both forms; tests/unit/test_rule_agreement.py feeds every rule's passing and violating inputs to
+both paths and fails on any rule without a case, or where they disagree.
+
+A tensor leaf's rules run in table order, which decides which violation is reported first (part of
+the behaviour): what the value is (a plain dense tensor of the dtype on the device; it runs before
+any other attribute is read), its memory, its rank and static sizes, its symbolic sizes and the
+relations between inputs that share a symbol, its derived sizes, its strides, and the value a
+data-dependent check reads (``x.item()``). Then the call's rules: export's shape guards, and the
+model's own checks on values (``torch._check(b < y.shape[0])``).
 
 Every rule is evaluated, or the call is refused: a rule over a symbol that no input has bound yet
 (the strides ``(1, 8*s)`` of a ``[8*s, 4]`` input) is deferred to ``Env.finish``, which binds the
@@ -15,55 +22,74 @@ derived symbols first; one that cannot be evaluated even then refuses the call (
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from runtime_probe.formats import symexpr as _symexpr
-from runtime_probe.package.manifest import Dim, InputSpec, TensorSpec
+from runtime_probe.guard import data_checks as _data
+from runtime_probe.guard import shape_guards as _guards
+from runtime_probe.guard.fastsource import FastSource, NoFastForm, emit_expr, shape_var
+from runtime_probe.guard.refusals import (
+    layout_hint,
+    range_hint,
+    refuse_flags,
+    refuse_layout,
+    refuse_storage,
+    refuse_subclass,
+)
+from runtime_probe.guard.rule_types import CallRule, Check, Leaf, LeafRule, Rule
+from runtime_probe.package.manifest import Dim, InputSpec, IOContract
 from runtime_probe.reporting.errors import InputContractError
 
 if TYPE_CHECKING:
     from runtime_probe.guard.env import Env
 
-__all__ = ["Check", "compile_leaf", "fmt_shape", "plain_tensor_types"]
-
-Check = Callable[[Any, "Env"], None]
-# A rule of a tensor leaf: (value, value.shape, env) -> None, or raises InputContractError.
-Rule = Callable[[Any, Any, "Env"], None]
+__all__ = ["CALL_RULES", "RULES", "CallRule", "Check", "Leaf", "LeafRule", "compile_leaf", "fmt_shape", "plain_tensor_types"]
 
 
 def fmt_shape(shape: tuple[int | Dim, ...]) -> str:
     return "[" + ", ".join(str(d) if isinstance(d, int) else d.expr for d in shape) + "]"
 
 
-def compile_leaf(spec: InputSpec, device: Any, torch: Any) -> Check:
-    """The check of one leaf: a constant the model was specialized on, or a tensor."""
-    if spec.kind != "tensor" or spec.tensor is None:
-        return _constant_check(spec.name, spec.value, torch)
-    t = spec.tensor
-    what = _what_rule(spec.name, t, device, torch)
-    rules = [
-        rule
-        for rule in (
-            _storage_rule(spec.name, t, torch),
-            _static_rule(spec.name, t),
-            _symbolic_rule(spec.name, t),
-            _derived_rule(spec.name, t),
-            _stride_rule(spec.name, t),
-        )
-        if rule is not None
-    ]
+def compile_leaf(spec: InputSpec, device: Any, torch: Any, *, reads: str | None = None) -> Check:
+    """The diagnosing check of one leaf: every rule of ``RULES`` for its kind, in order."""
+    leaf = Leaf(spec, device, torch, reads)
+    kind = "tensor" if spec.kind == "tensor" and spec.tensor is not None else "constant"
+    rules = [r for r in (rule.check(leaf) for rule in RULES if rule.kind == kind) if r is not None]
+    if kind == "constant":
+        only = rules[0]
+        return lambda value, env: only(value, None, env)
+    what, rest = rules[0], rules[1:]
 
     def check_tensor(value: Any, env: Env) -> None:
-        what(value)
+        what(value, None, env)
         shape = value.shape
-        for rule in rules:
+        for rule in rest:
             rule(value, shape, env)
 
     return check_tensor
 
 
-def _constant_check(name: str, expected_value: Any, torch: Any) -> Check:
-    def check_constant(value: Any, env: Env) -> None:
+def compile_call(contract: IOContract) -> Callable[[Env], None] | None:
+    """The diagnosing check of ``CALL_RULES`` over one call, after ``Env.finish``; None when the
+    contract has none."""
+    checks = [c for c in (rule.check(contract) for rule in CALL_RULES) if c is not None]
+    if not checks:
+        return None
+
+    def check_call(env: Env) -> None:
+        for check in checks:
+            check(env)
+
+    return check_call
+
+
+# -- a constant the model was specialized on ------------------------------------------------------
+
+
+def _constant_rule(leaf: Leaf) -> Rule:
+    name, expected_value, torch = leaf.name, leaf.spec.value, leaf.torch
+
+    def check_constant(value: Any, shape: Any, env: Env) -> None:
         if isinstance(value, torch.Tensor):
             raise InputContractError(
                 f"{name}: got a tensor, but the model was specialized for the value {expected_value!r} at export",
@@ -85,10 +111,16 @@ def _constant_check(name: str, expected_value: Any, torch: Any) -> Check:
     return check_constant
 
 
+def _constant_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    v = src.const(leaf.spec.value)
+    return [f"if type({leaf.name}) is not type({v}) or {leaf.name} != {v}: return None"]
+
+
 # -- what the value is: a plain dense tensor, of the dtype, on the device --------------------------
 
 
-def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[Any], None]:
+def _what_rule(leaf: Leaf) -> Rule:
+    name, t, device, torch = leaf.name, leaf.tensor, leaf.device, leaf.torch
     dtype = getattr(torch, t.dtype)
     dev_type, dev_index = device.type, device.index
     where = f"{dev_type}:{dev_index}" if dev_index is not None else dev_type
@@ -97,7 +129,7 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
     plain = plain_tensor_types(torch)
     strided = torch.strided
 
-    def check_what(value: Any) -> None:
+    def check_what(value: Any, shape: Any, env: Env) -> None:
         if not isinstance(value, tensor_type):
             raise InputContractError(
                 f"{name}: expected a tensor, got {type(value).__name__}",
@@ -109,9 +141,9 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
         # Before any other attribute is read: a subclass can answer .shape/.dtype as it likes, and
         # the native code reads the raw memory behind it (segfault for FakeTensor, TwoTensor).
         if type(value) not in plain:
-            _refuse_subclass(name, value)
+            refuse_subclass(name, value)
         if value.layout is not strided or value.is_nested:
-            _refuse_layout(name, value)
+            refuse_layout(name, value)
         if value.dtype is not dtype:
             found = str(value.dtype).replace("torch.", "")
             raise InputContractError(
@@ -133,9 +165,32 @@ def _what_rule(name: str, t: TensorSpec, device: Any, torch: Any) -> Callable[[A
                 hint=f"move it with {name}.to('{where}')",
             )
         if value.is_neg() or value.is_conj():
-            _refuse_flags(name, value)
+            refuse_flags(name, value)
 
     return check_what
+
+
+def _what_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    name, t, device = leaf.name, leaf.tensor, leaf.device
+    tensor_type, dtype, strided = src.const(leaf.torch.Tensor), src.const(getattr(leaf.torch, t.dtype)), src.const(leaf.torch.strided)
+    if device.type == "cpu":
+        where = f"not {name}.is_cpu"
+    elif device.type == "cuda" and device.index is None:
+        where = f"not {name}.is_cuda"
+    elif device.type == "cuda":
+        where = f"not {name}.is_cuda or {name}.get_device() != {int(device.index)}"
+    else:
+        raise NoFastForm(f"device {device.type}")
+    # torch allows the conjugate bit on complex dtypes only (an internal assert), and the dtype
+    # matched: a real contract skips that test
+    conj = f" or {name}.is_conj()" if t.dtype.startswith("complex") else ""
+    return [
+        # exactly a Tensor: a Parameter (accepted) or a subclass (refused) looks closer
+        f"if type({name}) is not {tensor_type} or {name}.dtype is not {dtype}: return None",
+        f"if {where}: return None",
+        f"if {name}.layout is not {strided} or {name}.is_nested or {name}.is_neg(){conj}: return None",
+        f"{shape_var(name)} = {name}.shape",
+    ]
 
 
 def plain_tensor_types(torch: Any) -> frozenset[type]:
@@ -144,59 +199,17 @@ def plain_tensor_types(torch: Any) -> frozenset[type]:
     return frozenset((torch.Tensor, torch.nn.Parameter))
 
 
-def _refuse_subclass(name: str, value: Any) -> None:
-    kind = f"{type(value).__module__}.{type(value).__qualname__}"
-    raise InputContractError(
-        f"{name}: is a {type(value).__name__}, a torch.Tensor subclass; the compiled model reads the raw memory of plain tensors only",
-        code="input.subclass",
-        argument=name,
-        expected="torch.Tensor (or nn.Parameter)",
-        found=kind[:120],
-        hint="pass a plain dense tensor holding the data (a FakeTensor or wrapper subclass has none the model can read)",
-    )
-
-
-def _refuse_layout(name: str, value: Any) -> None:
-    found = "nested" if value.is_nested else str(value.layout).replace("torch.", "").lstrip("_")
-    raise InputContractError(
-        f"{name}: is a {found} tensor, the model was compiled for a dense (strided) tensor",
-        code="input.layout",
-        argument=name,
-        expected="strided",
-        found=found,
-        hint=f"pass {name}.to_dense()" if found != "nested" else "pass a dense tensor (e.g. the padded batch)",
-    )
-
-
-def _refuse_flags(name: str, value: Any) -> None:
-    conj = value.is_conj()
-    found, fix, lost = ("conjugate bit", "resolve_conj", "conjugated") if conj else ("negative bit", "resolve_neg", "negated")
-    raise InputContractError(
-        f"{name}: has the {found} set (a lazy view); the compiled model reads the memory as it is, so it would compute with the un-{lost} values",
-        code="input.flags",
-        argument=name,
-        expected="no conjugate or negative bit",
-        found=found,
-        hint=f"pass {name}.{fix}()",
-    )
-
-
 # -- memory: the view fits its storage ------------------------------------------------------------
 
-_FUNCTORCH = (
-    ("is_batchedtensor", "a BatchedTensor (inside torch.func.vmap)"),
-    ("is_gradtrackingtensor", "a GradTrackingTensor (inside torch.func.grad, jacrev, vjp...)"),
-    ("is_functionaltensor", "a FunctionalTensor (inside torch.func.functionalize)"),
-)
 
-
-def _storage_rule(name: str, t: TensorSpec, torch: Any) -> Rule:
+def _storage_rule(leaf: Leaf) -> Rule:
     """The compiled code reads ``storage_offset + sum((size - 1) * stride) + 1`` elements from the
     tensor's data pointer, whatever its storage holds: a view whose storage was resized or shrunk
     under it, a zero tensor (``torch._efficientzerotensor``, no memory) and a functorch wrapper
     (vmap, grad, functionalize: the memory is the wrapped tensor's, of another shape) are refused
     here. A tensor of no elements reads nothing."""
-    itemsize = int(getattr(torch, t.dtype).itemsize)  # the dtype rule ran first
+    name, torch = leaf.name, leaf.torch
+    itemsize = int(getattr(torch, leaf.tensor.dtype).itemsize)  # the dtype rule ran first
 
     def check_storage(value: Any, shape: Any, env: Env) -> None:
         if value.numel() == 0:
@@ -205,63 +218,38 @@ def _storage_rule(name: str, t: TensorSpec, torch: Any) -> Rule:
             nbytes = int(value.untyped_storage().nbytes())
             ptr = value.data_ptr()
         except Exception:  # noqa: BLE001 - a wrapper without storage (vmap, grad) raises; say what it is
-            _refuse_storage(name, value, torch, None, 0)
+            refuse_storage(name, value, torch, None, 0)
         extent = value.storage_offset() + sum((n - 1) * st for n, st in zip(shape, value.stride())) + 1
         if not ptr or extent * itemsize > nbytes:
-            _refuse_storage(name, value, torch, nbytes, extent * itemsize)
+            refuse_storage(name, value, torch, nbytes, extent * itemsize)
 
     return check_storage
 
 
-def _refuse_storage(name: str, value: Any, torch: Any, nbytes: int | None, needs: int) -> NoReturn:
-    functorch = getattr(torch._C, "_functorch", None)
-    for probe, what in _FUNCTORCH:
-        test = getattr(functorch, probe, None)
-        if test is not None and test(value):
-            raise InputContractError(
-                f"{name}: is {what}, a wrapper without memory of its own; the compiled model reads plain memory and has no "
-                "batching or autograd rule",
-                code="input.storage",
-                argument=name,
-                expected="a plain tensor with its own memory",
-                found=what,
-                hint="call the guarded model outside torch.func transforms (loop over the batch, or pass the whole batch "
-                "if the contract takes it)",
-            )
-    if value._is_zerotensor():
-        raise InputContractError(
-            f"{name}: is a zero tensor (torch._efficientzerotensor): it has no memory for the compiled model to read",
-            code="input.storage",
-            argument=name,
-            expected="a tensor with memory",
-            found="zero tensor",
-            hint=f"pass torch.zeros_like({name})",
-        )
-    if nbytes is None:
-        why, found, expected = "has no storage the compiled model can read", "no readable storage", "storage behind the view"
-    elif nbytes == 0 or not value.data_ptr():
-        why, found, expected = f"has a storage of {nbytes} bytes with no memory behind it", "no memory", f"{needs} bytes of memory"
-    else:
-        view = f"offset {value.storage_offset()}, sizes {tuple(value.shape)}, strides {tuple(value.stride())}"
-        why, found, expected = (
-            f"is a view ({view}) that reaches byte {needs} of a {nbytes}-byte storage",
-            f"{nbytes} bytes",
-            f"{needs} bytes",
-        )
-    raise InputContractError(
-        f"{name}: {why}; the compiled model would read past its memory",
-        code="input.storage",
-        argument=name,
-        expected=expected,
-        found=found,
-        hint=f"pass a tensor whose storage holds the whole view (e.g. {name}.clone() taken before its storage was resized)",
-    )
+def _storage_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    """The view fits its memory: a storage resized or shrunk under it, a zero tensor or a
+    functionalize wrapper (no data) return None; vmap/grad wrappers raise here."""
+    name, t = leaf.name, leaf.tensor
+    itemsize = int(getattr(leaf.torch, t.dtype).itemsize)
+    if t.contiguous:  # the stride rule returns None for any other layout: nbytes is the extent
+        return [
+            f"if not {name}.data_ptr() or {name}.storage_offset() * {itemsize} + {name}.nbytes > "
+            f"{name}.untyped_storage().nbytes(): return None"
+        ]
+    st, sh = src.name(), shape_var(name)
+    reach = " + ".join(f"({sh}[{k}] - 1) * {st}[{k}]" for k in range(len(t.shape))) or "0"
+    return [
+        f"{st} = {name}.stride()",
+        f"if {name}.numel() and (not {name}.data_ptr() or ({name}.storage_offset() + {reach} + 1) * {itemsize} > "
+        f"{name}.untyped_storage().nbytes()): return None",
+    ]
 
 
 # -- rank and static sizes ------------------------------------------------------------------------
 
 
-def _static_rule(name: str, t: TensorSpec) -> Rule:
+def _static_rule(leaf: Leaf) -> Rule:
+    name, t = leaf.name, leaf.tensor
     rank = len(t.shape)
     static = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, int)]
     shape_text = fmt_shape(t.shape)
@@ -288,10 +276,18 @@ def _static_rule(name: str, t: TensorSpec) -> Rule:
     return check_static
 
 
+def _static_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    sh = shape_var(leaf.name)
+    lines = [f"if len({sh}) != {len(leaf.tensor.shape)}: return None"]
+    lines += [f"if {sh}[{i}] != {int(d)}: return None" for i, d in enumerate(leaf.tensor.shape) if isinstance(d, int)]
+    return lines
+
+
 # -- symbolic sizes: ranges, and equal sizes where inputs share a symbol --------------------------
 
 
-def _symbolic_rule(name: str, t: TensorSpec) -> Rule | None:
+def _symbolic_rule(leaf: Leaf) -> Rule | None:
+    name, t = leaf.name, leaf.tensor
     symbolic = [(i, d) for i, d in enumerate(t.shape) if isinstance(d, Dim) and _symexpr.is_symbol(d.expr)]
     if not symbolic:
         return None
@@ -325,7 +321,7 @@ def _check_bounds(name: str, i: int, size: int, d: Dim) -> None:
             argument=name,
             expected=f"{d.expr} >= {d.min}",
             found=str(size),
-            hint=_range_hint(name, i, size, d),
+            hint=range_hint(name, i, size, d),
         )
     if d.max is not None and size > d.max:
         raise InputContractError(
@@ -334,21 +330,28 @@ def _check_bounds(name: str, i: int, size: int, d: Dim) -> None:
             argument=name,
             expected=f"{d.expr} <= {d.max}",
             found=str(size),
-            hint=_range_hint(name, i, size, d),
+            hint=range_hint(name, i, size, d),
         )
 
 
-def _range_hint(name: str, i: int, size: int, d: Dim) -> str:
-    """What to do about a size outside the range the package was built for."""
-    wanted = f"{min(size, d.min)}..{max(size, d.max) if d.max is not None else ''}"
-    accepts = f"{d.min}..{'' if d.max is None else d.max}"
-    rebuild = f"--dynamic {name}:{i}={d.expr}:{wanted}" if _symexpr.is_symbol(d.expr) else f"a range for {d.expr} that covers {size}"
-    return f"the package accepts {d.expr} in {accepts}; to accept {size}, rebuild it with a wider range ({rebuild})"
+def _symbolic_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    sh, lines = shape_var(leaf.name), []
+    for i, d in enumerate(leaf.tensor.shape):
+        if not (isinstance(d, Dim) and _symexpr.is_symbol(d.expr)):
+            continue
+        if d.expr in src.symbols:
+            lines.append(f"if {sh}[{i}] != {src.symbols[d.expr]}: return None")
+            continue
+        var = src.bind(d.expr)
+        high = f" or {var} > {int(d.max)}" if d.max is not None else ""
+        lines += [f"{var} = {sh}[{i}]", f"if {var} < {int(d.min)}{high}: return None"]
+    return lines
 
 
-def _derived_rule(name: str, t: TensorSpec) -> Rule | None:
+def _derived_rule(leaf: Leaf) -> Rule | None:
     """Sizes given by an expression (``2*batch``): the range now, the value once every input has
     bound its symbols (``Env.finish``)."""
+    name, t = leaf.name, leaf.tensor
     derived: list[tuple[int, Dim, Callable[[Any], int] | None]] = []
     for i, d in enumerate(t.shape):
         if isinstance(d, Dim) and not _symexpr.is_symbol(d.expr):
@@ -384,10 +387,32 @@ def _derived_rule(name: str, t: TensorSpec) -> Rule | None:
     return check_derived
 
 
+def _derived_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    """The range now; the value after every leaf, over the symbols plain sizes bound (a symbol
+    only an expression gives, ``8*seq8``, has no fast form: Env.finish solves it)."""
+    sh, lines = shape_var(leaf.name), []
+    for i, d in enumerate(leaf.tensor.shape):
+        if not isinstance(d, Dim) or _symexpr.is_symbol(d.expr):
+            continue
+        var = src.name()
+        high = f" or {var} > {int(d.max)}" if d.max is not None else ""
+        lines += [f"{var} = {sh}[{i}]", f"if {var} < {int(d.min)}{high}: return None"]
+        src.later(_equals(var, d.expr))
+    return lines
+
+
+def _equals(var: str, expr: str) -> Callable[[FastSource], list[str]]:
+    def lines(src: FastSource) -> list[str]:
+        return [f"if {var} != {emit_expr(expr, src)}: return None"]
+
+    return lines
+
+
 # -- strides --------------------------------------------------------------------------------------
 
 
-def _stride_rule(name: str, t: TensorSpec) -> Rule:
+def _stride_rule(leaf: Leaf) -> Rule:
+    name, t = leaf.name, leaf.tensor
     if t.contiguous:
         return _contiguous_rule(name)
     stride_fns = [_symexpr.compile_expr(s) for s in t.stride]
@@ -401,7 +426,7 @@ def _stride_rule(name: str, t: TensorSpec) -> Rule:
                 argument=name,
                 expected=str(want),
                 found=str(got),
-                hint=_layout_hint(name, tuple(shape), want),
+                hint=layout_hint(name, tuple(shape), want),
             )
 
     def check_strides(value: Any, shape: Any, env: Env) -> None:
@@ -413,20 +438,6 @@ def _stride_rule(name: str, t: TensorSpec) -> Rule:
             env.defer(name, "strides", lambda values: compare(got, tuple(shape), values))
 
     return check_strides
-
-
-def _layout_hint(name: str, shape: tuple[int, ...], want: tuple[int, ...]) -> str:
-    """How to give a tensor of ``shape`` the compiled strides ``want``."""
-    dense = [1] * len(shape)
-    for k in range(len(shape) - 2, -1, -1):
-        dense[k] = dense[k + 1] * max(shape[k + 1], 1)
-    if len(shape) == 4:
-        _, c, h, w = (max(v, 1) for v in shape)
-        if all(a == b or s <= 1 for a, b, s in zip(want, (h * w * c, 1, w * c, c), shape)):
-            return f"the model was compiled for channels_last: pass {name}.contiguous(memory_format=torch.channels_last)"
-    if all(a == b or s <= 1 for a, b, s in zip(want, dense, shape)):
-        return f"pass {name}.contiguous()"
-    return f"copy it into the compiled layout: torch.empty_strided({name}.shape, {want}, dtype={name}.dtype).copy_({name})"
 
 
 def _contiguous_rule(name: str) -> Rule:
@@ -442,3 +453,42 @@ def _contiguous_rule(name: str) -> Rule:
             )
 
     return check_contiguous
+
+
+def _stride_fast(leaf: Leaf, src: FastSource) -> list[str]:
+    name, t = leaf.name, leaf.tensor
+    if t.contiguous:
+        return [f"if not {name}.is_contiguous(): return None"]
+    st, sh = src.name(), shape_var(name)
+
+    def compare(s: FastSource) -> list[str]:  # a stride over a symbol a later input binds: after every leaf
+        return [f"if {st}[{k}] != {emit_expr(str(w), s)} and {sh}[{k}] > 1: return None" for k, w in enumerate(t.stride)]
+
+    src.later(compare)
+    return [f"{st} = {name}.stride()", f"if len({st}) != {len(t.stride)}: return None"]
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+RULES: tuple[LeafRule, ...] = (
+    LeafRule("constant", "constant", ("input.type", "input.value"), _constant_rule, _constant_fast),
+    LeafRule(
+        "what",
+        "tensor",
+        ("input.type", "input.subclass", "input.layout", "input.dtype", "input.device", "input.flags"),
+        _what_rule,
+        _what_fast,
+    ),
+    LeafRule("storage", "tensor", ("input.storage",), _storage_rule, _storage_fast),
+    LeafRule("static", "tensor", ("input.shape",), _static_rule, _static_fast),
+    LeafRule("symbolic", "tensor", ("input.range",), _symbolic_rule, _symbolic_fast),
+    LeafRule("derived", "tensor", ("input.range", "input.unchecked"), _derived_rule, _derived_fast),
+    LeafRule("strides", "tensor", ("input.stride", "input.unchecked"), _stride_rule, _stride_fast),
+    LeafRule("value", "tensor", ("input.data_check",), _data.value_rule, _data.value_fast),
+)
+
+CALL_RULES: tuple[CallRule, ...] = (
+    CallRule("guards", ("input.guard",), _guards.compile_guards, _guards.fast_guard_lines),
+    CallRule("data_checks", ("input.data_check",), _data.compile_data_checks, _data.fast_data_lines),
+)

@@ -12,10 +12,11 @@ guard in words and the sizes found.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from runtime_probe.formats import symexpr as _symexpr
+from runtime_probe.guard.fastsource import FastSource, NoFastForm, emit_condition
 from runtime_probe.package.manifest import IOContract, ShapeGuard
 from runtime_probe.reporting.errors import InputContractError
 
@@ -133,62 +134,17 @@ def _unenforceable(g: ShapeGuard, why: str) -> InputContractError:
     )
 
 
-# -- the generated fast path (fastpath.py) ----------------------------------------------------------
-
-_FAST_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
-_FAST_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+# -- the fast form (fastpath.py) -------------------------------------------------------------------
 
 
-class _NotEmitted(Exception):
-    pass
-
-
-def fast_guard_lines(contract: IOContract, symbols: Mapping[str, str], env: dict[str, Any], prefix: str) -> list[str] | None:
+def fast_guard_lines(contract: IOContract, src: FastSource) -> list[str]:
     """Lines of the generated fast path that return None (look closer) when a guard does not
-    hold, over the local variables ``symbols`` maps each symbol to. A guard is written as Python
-    source only from the nodes of the condition grammar that mean the same in Python (integers,
-    the mapped names, + - * // %, comparisons, and/or/not; a division by zero raises, and the
-    fast path's caller then takes the diagnosing path); any other guard calls its compiled
-    condition (put into ``env``). None when a guard cannot be checked there at all (no
-    expression, or a symbol no plain size binds): the contract then takes the diagnosing path."""
+    hold, over the variables of the bound symbols (fastsource.emit_condition). NoFastForm when a
+    guard cannot be checked there at all (no expression, or a symbol no plain size binds): the
+    contract then takes the diagnosing path."""
     lines: list[str] = []
-    for k, g in enumerate(contract.guards or ()):
+    for g in contract.guards or ():
         if g.expr is None:
-            return None
-        try:
-            node = ast.parse(g.expr, mode="eval").body
-            cond = _symexpr.compile_condition(g.expr)
-            names = sorted(_symexpr.free_symbols(g.expr))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        if any(n not in symbols for n in names):
-            return None
-        try:
-            lines.append(f"if not {_emit(node, symbols, 0)}: return None")
-        except _NotEmitted:
-            env[f"{prefix}G{k}"] = cond
-            mapping = "{" + ", ".join(f"{n!r}: {symbols[n]}" for n in names) + "}"
-            lines.append(f"if not {prefix}G{k}({mapping}): return None")
+            raise NoFastForm(g.text)
+        lines.append(f"if not {emit_condition(g.expr, src)}: return None")
     return lines
-
-
-def _emit(node: ast.expr, symbols: Mapping[str, str], depth: int) -> str:
-    if depth > 50:
-        raise _NotEmitted
-    if isinstance(node, ast.Constant) and type(node.value) in (int, bool):
-        return str(int(node.value)) if type(node.value) is int else str(node.value)
-    if isinstance(node, ast.Name) and node.id in symbols:
-        return symbols[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-        return f"({'-' if isinstance(node.op, ast.USub) else 'not '}{_emit(node.operand, symbols, depth + 1)})"
-    if isinstance(node, ast.BinOp) and type(node.op) in _FAST_BINOPS:
-        return f"({_emit(node.left, symbols, depth + 1)} {_FAST_BINOPS[type(node.op)]} {_emit(node.right, symbols, depth + 1)})"
-    if isinstance(node, ast.Compare) and node.ops and all(type(op) in _FAST_COMPARE for op in node.ops):
-        parts = [_emit(node.left, symbols, depth + 1)]
-        for op, right in zip(node.ops, node.comparators):
-            parts += [_FAST_COMPARE[type(op)], _emit(right, symbols, depth + 1)]
-        return "(" + " ".join(parts) + ")"
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, (ast.And, ast.Or)):
-        joiner = " and " if isinstance(node.op, ast.And) else " or "
-        return "(" + joiner.join(_emit(v, symbols, depth + 1) for v in node.values) + ")"
-    raise _NotEmitted

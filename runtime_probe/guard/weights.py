@@ -20,7 +20,7 @@ from typing import Any
 from runtime_probe.guard.rules import plain_tensor_types
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import ConstantSpec, Manifest
-from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved, plan_weights
+from runtime_probe.package.weights import ValueChecks, carries_weights, check_weights, keeps_unsaved, plan_weights
 from runtime_probe.reporting.errors import ConstantsContractError, PackageRejected
 from runtime_probe.reporting.findings import Finding, error
 
@@ -44,8 +44,10 @@ def checked_constants(manifest: Manifest, tensors: Mapping[str, Any], device: An
         source="the new weights",
         full=check_full_update,
         keeps=keeps_unsaved(manifest),
-        same_tensor=lambda a, b: _same_values(tensors[a], tensors[b]),
-        build_value=lambda name, spec: _holds_build_value(tensors[name], spec),
+        values=ValueChecks(
+            same_tensor=lambda a, b: _same_values(tensors[a], tensors[b]),
+            build_value=lambda name, spec: _holds_build_value(tensors[name], spec),
+        ),
     )
     raise_first(plan.findings)
     for fqn in plan.names:

@@ -251,6 +251,30 @@ def _arch_not_native(req: Requirements, cap: str, name: str, bad: list[str], fin
 
 
 def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int | None, findings: list[Finding]) -> bool:
+    dev = _cuda_device(child, device_index, findings)
+    if dev is None:
+        return True
+    index = 0 if device_index is None else device_index
+    fatal = _check_arch(req, dev, findings)
+    fatal = _check_driver(req, child, findings) or fatal
+    free = dev.get("free_memory")
+    if isinstance(free, int) and req.constants_bytes and free < req.constants_bytes * 1.1:
+        findings.append(
+            error(
+                "env.memory_insufficient",
+                PHASE,
+                f"cuda:{index} has {free / 2**20:.0f} MiB free; the package's constants alone need {req.constants_bytes / 2**20:.0f} MiB",
+                expected=f">= {req.constants_bytes * 1.1 / 2**20:.0f} MiB free",
+                found=f"{free / 2**20:.0f} MiB",
+                hint="free GPU memory (other processes: nvidia-smi) or use a larger GPU",
+            )
+        )
+        fatal = True
+    return fatal
+
+
+def _cuda_device(child: Mapping[str, Any], device_index: int | None, findings: list[Finding]) -> Mapping[str, Any] | None:
+    """The child's facts of the device asked for, or None with the finding that says why there is none."""
     devices = child.get("devices") or []
     if not child.get("cuda_available") or not devices:
         why = child.get("cuda_error") or ("torch was built without CUDA" if not child.get("cuda_runtime") else "no CUDA device is visible")
@@ -264,7 +288,7 @@ def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int |
                 hint="run the probe on the deployment GPU host (check CUDA_VISIBLE_DEVICES and the driver)",
             )
         )
-        return True
+        return None
     index = 0 if device_index is None else device_index
     if index >= len(devices):
         findings.append(
@@ -277,15 +301,21 @@ def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int |
                 hint="pick a visible device (nvidia-smi lists them; CUDA_VISIBLE_DEVICES renumbers)",
             )
         )
-        return True
-    dev = devices[index]
+        return None
+    dev: Mapping[str, Any] = devices[index]
+    return dev
+
+
+def _check_arch(req: Requirements, dev: Mapping[str, Any], findings: list[Finding]) -> bool:
+    """The package's kernels (or, for an older manifest, its build GPU) against this device's
+    compute capability; True when they cannot run here."""
     cap = str(dev.get("capability"))
-    fatal = False
     if req.kernel_archs:
         runnable = [a for a in req.kernel_archs if arch_runs_on(a, cap)]
         if len(runnable) < len(req.kernel_archs):
-            fatal = _arch_not_native(req, cap, str(dev.get("name")), [a for a in req.kernel_archs if a not in runnable], findings)
-    elif req.compute_capability and req.compute_capability != cap:
+            return _arch_not_native(req, cap, str(dev.get("name")), [a for a in req.kernel_archs if a not in runnable], findings)
+        return False
+    if req.compute_capability and req.compute_capability != cap:
         findings.append(
             error(
                 "env.arch_mismatch",
@@ -296,7 +326,13 @@ def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int |
                 hint=f"rebuild the package on a sm_{cap} GPU",
             )
         )
-        fatal = True
+        return True
+    return False
+
+
+def _check_driver(req: Requirements, child: Mapping[str, Any], findings: list[Finding]) -> bool:
+    """The driver's CUDA version against this host's torch and the build's; True when too old."""
+    fatal = False
     driver = (child.get("driver") or {}).get("cuda_version")
     for label, runtime in (("this host's torch", child.get("cuda_runtime")), ("the build", req.cuda_runtime)):
         if driver and runtime and _vtuple(driver)[:2] < _vtuple(runtime)[:2]:
@@ -311,19 +347,6 @@ def _check_cuda(req: Requirements, child: Mapping[str, Any], device_index: int |
                 )
             )
             fatal = True
-    free = dev.get("free_memory")
-    if isinstance(free, int) and req.constants_bytes and free < req.constants_bytes * 1.1:
-        findings.append(
-            error(
-                "env.memory_insufficient",
-                PHASE,
-                f"cuda:{index} has {free / 2**20:.0f} MiB free; the package's constants alone need {req.constants_bytes / 2**20:.0f} MiB",
-                expected=f">= {req.constants_bytes * 1.1 / 2**20:.0f} MiB free",
-                found=f"{free / 2**20:.0f} MiB",
-                hint="free GPU memory (other processes: nvidia-smi) or use a larger GPU",
-            )
-        )
-        fatal = True
     return fatal
 
 

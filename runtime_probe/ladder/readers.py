@@ -10,17 +10,19 @@ table that turns a child's failure into a finding.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "Frames",
     "KernelTrace",
     "SanitizerError",
+    "SanitizerReport",
     "classify_frames",
     "first_sanitizer_error",
     "kernel_trace",
     "nan_buffer",
     "parse_backtrace",
+    "sanitizer_report",
 ]
 
 # Level 3 prints "[ before_launch: KERNEL ]"; level 2 "[  before_launch - KERNEL - ARG  ]:" once per
@@ -65,43 +67,116 @@ def nan_buffer(stderr: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class SanitizerError:
+    """One error record of compute-sanitizer's memcheck."""
+
     kind: str  # "Invalid __global__ read of size 4 bytes"
     kernel: str | None
     thread: str | None
     block: str | None
-    address: str | None  # the address line
+    address: str | None  # the address line ("Access to 0x7f... is out of bounds")
     errors: int | None  # ERROR SUMMARY count
     location: str | None = None  # source file:line of the faulting instruction, when reported
+    access: str | None = None  # "read" | "write" (an invalid access), else None
+    size: int | None = None  # bytes of the access
+    nearest: str | None = None  # "and is N bytes after the nearest allocation at 0x... of size M bytes"
+
+
+@dataclass(frozen=True)
+class SanitizerReport:
+    """Every error memcheck printed, in order, and its ERROR SUMMARY count (None: no summary line)."""
+
+    errors: tuple[SanitizerError, ...]
+    summary: int | None
+
+    def kernels(self) -> dict[str, int]:
+        """Kernel name -> how many errors it made, in the order they first appear."""
+        counts: dict[str, int] = {}
+        for e in self.errors:
+            counts[e.kernel or "?"] = counts.get(e.kernel or "?", 0) + 1
+        return counts
 
 
 _SAN = "========="
+# the first words of an error record's head line; "Program hit CUDA_ERROR_LAUNCH_FAILED" is the
+# launch that memcheck itself stopped, a consequence of the error before it, not one of its own
+_HEADS = ("Invalid", "Out-of-range", "Misaligned", "Malformed", "Barrier", "Illegal", "Uninitialized", "Race", "Program hit")
+_ACCESS = re.compile(r"Invalid __(\w+)__ (read|write) of size (\d+) bytes?")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+
+
+def sanitizer_report(output: str) -> SanitizerReport:
+    """Every error record of compute-sanitizer's memcheck output, in one pass over its lines.
+
+    A record starts at a head line ("Invalid __global__ write of size 4 bytes") and takes the
+    lines under it until the next head: ``at KERNEL+0xOFF in FILE:LINE``, ``by thread (x,y,z) in
+    block (x,y,z)``, ``Access to 0x... is out of bounds``, ``and is N bytes after the nearest
+    allocation ...``; host frames are skipped. Lines without the ``=========`` prefix are the
+    program's own and are ignored. Each line is looked at once, with anchored patterns only."""
+    errors: list[SanitizerError] = []
+    record: dict[str, object] | None = None
+    summary: int | None = None
+    for raw in output.splitlines():
+        if not raw.startswith(_SAN):
+            continue
+        line = raw[len(_SAN) :].strip()
+        if line.startswith(_HEADS) and not line.startswith("Program hit CUDA_ERROR_LAUNCH_FAILED"):
+            if record is not None:
+                errors.append(_sanitizer_error(record))
+            record = {"kind": line}
+            continue
+        m = _SUMMARY.match(line)
+        if m and "not printed" not in line:  # "ERROR SUMMARY: 6 errors were not printed" follows the total
+            summary = int(m.group(1))
+        elif record is not None:
+            _sanitizer_line(record, line)
+    if record is not None:
+        errors.append(_sanitizer_error(record))
+    return SanitizerReport(tuple(replace(e, errors=summary) for e in errors), summary)
+
+
+def _sanitizer_line(record: dict[str, object], line: str) -> None:
+    """One line under a record's head, into ``record``."""
+    if line.startswith("at ") and "kernel" not in record and not line.startswith("at 0x"):
+        where, sep, location = line[3:].rpartition(" in ")
+        if not sep:
+            where, location = line[3:], ""
+        name, plus, offset = where.rpartition("+0x")
+        record["kernel"] = (name if plus and all(c in "0123456789abcdef" for c in offset) else where).strip()
+        record["location"] = location.strip() or None
+    elif line.startswith("by thread (") and "thread" not in record:
+        thread, _, rest = line[len("by thread (") :].partition(") in block (")
+        record["thread"], record["block"] = thread, rest.rstrip(")")
+    elif line.startswith("Access to ") or line.endswith("is out of bounds") or line.startswith("Address "):
+        record.setdefault("address", line)
+    elif line.startswith("and is ") and "nearest allocation" in line:
+        record.setdefault("nearest", line)
+
+
+def _sanitizer_error(record: dict[str, object]) -> SanitizerError:
+    kind = str(record["kind"])
+    m = _ACCESS.match(kind)
+
+    def get(key: str) -> str | None:
+        return str(record[key]) if record.get(key) is not None else None
+
+    return SanitizerError(
+        kind,
+        get("kernel"),
+        get("thread"),
+        get("block"),
+        get("address"),
+        None,
+        get("location"),
+        access=m.group(2) if m else None,
+        size=int(m.group(3)) if m else None,
+        nearest=get("nearest"),
+    )
 
 
 def first_sanitizer_error(output: str) -> SanitizerError | None:
     """The first error compute-sanitizer (memcheck) reported, or None."""
-    lines = [line[len(_SAN) :].strip() if line.startswith(_SAN) else None for line in output.splitlines()]
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
-    for i, line in enumerate(lines):
-        if (
-            line
-            and re.match(r"(Invalid|Out-of-range|Misaligned|Malformed|Barrier|Illegal|Uninitialized|Race|Program hit)", line)
-            and not line.startswith("Program hit CUDA_ERROR_LAUNCH_FAILED")
-        ):
-            kernel = thread = block = address = location = None
-            for follow in lines[i + 1 : i + 12]:
-                if not follow:
-                    continue
-                m = re.match(r"at (.+?)(\+0x[0-9a-f]+)?(?: in (.*))?$", follow)
-                if m and kernel is None and not follow.startswith("at 0x"):
-                    kernel = m.group(1).strip()
-                    location = m.group(3).strip() if m.group(3) else None
-                m = re.match(r"by thread \(([^)]*)\) in block \(([^)]*)\)", follow)
-                if m:
-                    thread, block = m.group(1), m.group(2)
-                if follow.startswith("Address") or "is out of bounds" in follow:
-                    address = address or follow
-            return SanitizerError(line, kernel, thread, block, address, int(summary.group(1)) if summary else None, location)
-    return None
+    report = sanitizer_report(output)
+    return report.errors[0] if report.errors else None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ instruments until the cause has a name. No recompilation: the debug twin is in t
 2. twin: the debug twin (AOTI's value printer) on the same inputs: the kernel that was running at
    a fault, the first NaN (or Inf the build's golden samples did not hold) and the kernel that
    wrote it (ladder/printer.py).
-3. sanitizer: compute-sanitizer memcheck's first error (CUDA faults, where it is installed).
+3. sanitizer: compute-sanitizer memcheck's errors, caching allocator off (CUDA faults, where it is
+   installed; ladder/memcheck.py, which the build and the probe's memcheck of user GPU code use too).
 4. native: a backtrace under gdb or cuda-gdb (batch mode) for a crash, its frames classified.
 5. remedy: where the cause has a safe candidate fix (preloading a C++ runtime), try it in a child
    and report whether the package then loads and passes, with the exact environment to apply.
@@ -26,15 +27,16 @@ from typing import Any
 from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout, Worker
 from runtime_probe.formats import elf as _elf
+from runtime_probe.ladder import memcheck as _memcheck
 from runtime_probe.ladder import readers as _diagnose
-from runtime_probe.ladder.findings import native_findings, tail, twin_findings
+from runtime_probe.ladder.findings import TwinContext, native_findings, tail, twin_findings
 from runtime_probe.package.archive import Archive
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.twin import materialize_twin, twin_constants_from
 from runtime_probe.reporting.findings import Finding, Severity, error, info, warning
 from runtime_probe.runtime import layout
 
-__all__ = ["LadderContext", "Replay", "no_verdict", "run_ladder"]
+__all__ = ["LadderContext", "Replay", "memcheck_samples", "no_verdict", "run_ladder"]
 
 PHASE = "escalate"
 
@@ -114,24 +116,26 @@ def _strict_env(ctx: LadderContext) -> dict[str, str | None]:
     return env
 
 
-def _attempt(
-    ctx: LadderContext,
-    replay: Replay,
-    *,
-    path: str,
-    model: str,
-    env: Mapping[str, str | None],
-    prefix: Sequence[str] = (),
-    constants_from: Mapping[str, str] | None = None,
-) -> _Outcome:
-    """Load (and run the sample) in a fresh child; never raises for the child's failures.
-    ``constants_from``: the model's weights are another package model's (a twin without its own)."""
+@dataclass(frozen=True)
+class _Target:
+    """The package model a step loads: its file, its name, and ``constants_from`` when its
+    weights are another package model's (a twin without its own)."""
+
+    path: str
+    model: str
+    constants_from: Mapping[str, str] | None = None
+
+
+def _attempt(ctx: LadderContext, replay: Replay, target: _Target, *, env: Mapping[str, str | None], prefix: Sequence[str] = ()) -> _Outcome:
+    """Load ``target`` (and run the sample) in a fresh child; never raises for the child's failures."""
     worker = Worker(env=env, python=ctx.python, prefix=prefix)
     under = os.path.basename(prefix[0]) if prefix else None
     out_mark = err_mark = 0
     try:
-        load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
-        worker.request("load", ctx.timeout(), key="m", path=path, model_name=model, device_index=ctx.device_index, **load_args)
+        load_args = {"constants_from": dict(target.constants_from)} if target.constants_from is not None else {}
+        worker.request(
+            "load", ctx.timeout(), key="m", path=target.path, model_name=target.model, device_index=ctx.device_index, **load_args
+        )
         if ctx.weights is not None:
             worker.request("load_weights", ctx.timeout(), **{**ctx.weights, "key": "m"})
         result = None
@@ -157,12 +161,12 @@ def _begin(ctx: LadderContext, label: str) -> float:
     return time.monotonic()
 
 
-def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | None, evidence: Mapping[str, Any]) -> None:
+def _record(ctx: LadderContext, name: str, started: float, outcome: _Outcome | str | None, evidence: Mapping[str, Any]) -> None:
     ctx.steps.append(
         {
             "step": name,
             "seconds": round(time.monotonic() - started, 2),
-            "outcome": outcome.describe() if outcome else "skipped",
+            "outcome": outcome if isinstance(outcome, str) else outcome.describe() if outcome else "skipped",
             "evidence": dict(evidence),
         }
     )
@@ -216,7 +220,7 @@ def run_ladder(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
     # 1. strict rerun
     started = _begin(ctx, "step 1 strict rerun")
-    strict = _attempt(ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx))
+    strict = _attempt(ctx, replay, _Target(ctx.path, release), env=_strict_env(ctx))
     named = _classify_text(ctx, strict, "strict")
     _record(
         ctx,
@@ -294,14 +298,8 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
     if twin_path is None:
         _record(ctx, "twin", started, None, {"reason": "the twin's files are missing from the archive"})
         return []
-    outcome = _attempt(
-        ctx,
-        replay,
-        path=twin_path,
-        model=ctx.manifest.twin.model_name,
-        env=_strict_env(ctx),
-        constants_from=twin_constants_from(ctx.path, ctx.manifest),
-    )
+    target = _Target(twin_path, ctx.manifest.twin.model_name, twin_constants_from(ctx.path, ctx.manifest))
+    outcome = _attempt(ctx, replay, target, env=_strict_env(ctx))
     crash = outcome.failure.signal if isinstance(outcome.failure, ChildCrashed) else None
     recorded = ctx.manifest.twin.nonfinite
     findings, evidence = twin_findings(
@@ -310,9 +308,11 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
         replay_kind=replay.kind,
         device_type=ctx.device_type,
         crash_signal=crash,
-        baseline=recorded.names if recorded is not None else None,
-        input_name=lambda i: _input_name(ctx, i),
-        sample=replay.sample,
+        context=TwinContext(
+            baseline=recorded.names if recorded is not None else None,
+            input_name=lambda i: _input_name(ctx, i),
+            sample=replay.sample,
+        ),
     )
     _record(ctx, "twin", started, outcome, evidence)
     return findings
@@ -320,33 +320,29 @@ def _twin_step(ctx: LadderContext, replay: Replay) -> list[Finding]:
 
 def _sanitizer_step(ctx: LadderContext, replay: Replay, release: str) -> list[Finding]:
     started = _begin(ctx, "step 3 compute-sanitizer")
-    tool = shutil.which("compute-sanitizer")
-    if tool is None:
-        _record(ctx, "sanitizer", started, None, {"reason": "compute-sanitizer is not installed"})
-        return []
-    outcome = _attempt(
-        ctx, replay, path=ctx.path, model=release, env=_strict_env(ctx), prefix=[tool, "--tool", "memcheck", "--print-limit", "10"]
+    run = _memcheck.MemcheckRun(replay.sample or "the failing run", replay.run_args or {})
+    result = _memcheck.run_memcheck(_memcheck_target(ctx, release), [run], ctx.timeout(), ctx.deadline)
+    _record(
+        ctx, "sanitizer", started, result.status if result.status != "unavailable" else None, {**result.detail(), "head": list(result.head)}
     )
-    first = _diagnose.first_sanitizer_error(outcome.text)
-    evidence: dict[str, Any] = {
-        "first_error": first.__dict__ if first else None,
-        "head": [line for line in outcome.stdout.splitlines() if line.startswith("=========")][:12],
-    }
-    _record(ctx, "sanitizer", started, outcome, evidence)
-    if first is None:
-        return []
-    return [
-        error(
-            "run.illegal_memory_access",
-            PHASE,
-            f"compute-sanitizer: {first.kind} in {first.kernel}"
-            + (f" at {first.location}" if first.location else "")
-            + f" (thread {first.thread}, block {first.block})",
-            found=first.address,
-            hint=f"{first.kernel} is the faulting kernel; memcheck saw {first.errors} error(s)",
-            evidence={"kernel": first.kernel, "sanitizer": first.__dict__},
-        )
-    ]
+    if result.status != "errors":
+        return []  # a crash the tool does not explain, or no tool: the next steps look at it
+    return _memcheck.findings(result, PHASE, "run.illegal_memory_access", what="the package")
+
+
+def _memcheck_target(ctx: LadderContext, release: str) -> _memcheck.MemcheckTarget:
+    return _memcheck.MemcheckTarget(ctx.path, release, ctx.device_index, ctx.env, ctx.python, ctx.weights)
+
+
+def memcheck_samples(ctx: LadderContext, runs: Sequence[_memcheck.MemcheckRun]) -> list[Finding]:
+    """The samples that passed, rerun once under compute-sanitizer memcheck with the caching
+    allocator off (ladder/memcheck.py): for a package whose manifest records user GPU code, whose
+    out-of-bounds access passes every golden comparison (eager ran the same kernel at build time)."""
+    started = _begin(ctx, "memcheck on the golden samples")
+    release = ctx.manifest.model_name if ctx.manifest else layout.RELEASE_MODEL
+    result = _memcheck.run_memcheck(_memcheck_target(ctx, release), runs, ctx.timeout(), ctx.deadline)
+    _record(ctx, "memcheck", started, result.status, {**result.detail(), "head": list(result.head)})
+    return _memcheck.findings(result, PHASE, "run.out_of_bounds", what="the package")
 
 
 def _debugger() -> list[str] | None:
@@ -380,7 +376,7 @@ def _native_step(ctx: LadderContext, replay: Replay, release: str) -> tuple[list
     if prefix is None:
         _record(ctx, "native", started, None, {"reason": "no gdb or cuda-gdb on this host: no native frames"})
         return [], None
-    outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=ctx.env, prefix=prefix)
+    outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=ctx.env, prefix=prefix)
     so = _so_facts(ctx, layout.model_dir(release))
     m = ctx.manifest
     no_weights = m is not None and m.inductor_configs.get("aot_inductor.package_constants_in_so") == "False" and ctx.weights is None
@@ -423,7 +419,7 @@ def _remedy_step(ctx: LadderContext, replay: Replay, release: str, cause: str | 
     tried = []
     for candidate in _libstdcxx_candidates(ctx)[:4]:
         env = {**ctx.env, "LD_PRELOAD": candidate}
-        outcome = _attempt(ctx, replay, path=ctx.path, model=release, env=env)
+        outcome = _attempt(ctx, replay, _Target(ctx.path, release), env=env)
         tried.append({"LD_PRELOAD": candidate, "outcome": outcome.describe()})
         if outcome.ok:
             what = "loads" + (" and runs the failing sample" if replay.stage == "run" else "")

@@ -20,6 +20,7 @@ __all__ = [
     "CheckTolerance",
     "CompactSample",
     "ConstantSpec",
+    "DataCheck",
     "Dim",
     "Golden",
     "GoldenSample",
@@ -33,6 +34,7 @@ __all__ = [
     "OutputDigest",
     "OutputSpec",
     "ParamSpec",
+    "References",
     "ShapeGuard",
     "Symbol",
     "Target",
@@ -40,6 +42,7 @@ __all__ = [
     "Tolerance",
     "Toolchain",
     "TwinInfo",
+    "UserCode",
     "dump_manifest",
     "parse_manifest",
     "reference_tolerance",
@@ -58,8 +61,16 @@ __all__ = [
 # for every package constant, as every 1.6 probe did: a state_dict() file of a model with a
 # non-persistent buffer or tied weights is refused, never loaded wrong); Manifest.kept_constants
 # (a 1.6 reader ignores the entry and asks the weights for those constants)
-MANIFEST_SCHEMA_VERSION = "1.7"
-_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.7")[0]
+# 1.8: Manifest.user_code (a 1.7 reader ignores it: its probe runs no memcheck, as every 1.7 probe did)
+# 1.8: Golden.references (references made for weights given at load by `aoti-guard references`; a
+# 1.7 reader ignores it: with those weights it compares, as the constants' digests are theirs;
+# without them it compares the .so's own weights with references made for others and fails,
+# never passes falsely)
+# 1.8: Symbol.value_of and IOContract.data_checks: the model's own checks on input values
+# (torch._check(b < y.shape[0]) with b = x.item()); a 1.7 reader ignores them and lets the native
+# code refuse such a call with torch's message over internal symbols (``Expected u0 < s17``)
+MANIFEST_SCHEMA_VERSION = "1.8"
+_OUR_MAJOR = schema_version(MANIFEST_SCHEMA_VERSION, "MANIFEST_SCHEMA_VERSION", "1.8")[0]
 # A real manifest is ~5 KB plus ~300 bytes per constant; the cap bounds what parsing a hostile one costs.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
@@ -133,6 +144,9 @@ class Symbol:
     min: int
     max: int | None
     sources: tuple[str, ...] = ()
+    # The input leaf whose value this symbol is (``b = x.item()``: "x"), for a data-dependent
+    # check; None: a size. Since schema 1.8.
+    value_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,20 @@ class ShapeGuard:
 
 
 @dataclass(frozen=True)
+class DataCheck:
+    """A condition the model itself checks on input values at run time (``torch._check(b <
+    y.shape[0])`` with ``b = x.item()``; export's deferred runtime asserts), over the contract's
+    symbols: a size symbol (``n``) or one that is an input's value (``Symbol.value_of``). The
+    compiled package asserts it with torch's internal symbols (``Expected u0 < s17``); the
+    guarded loader refuses a call that breaks it first, in these words. Since schema 1.8."""
+
+    text: str  # torch's own: "u0 < s17"
+    expr: str  # over the contract's symbols: "u0 < n"
+    words: str  # "x's value must be < y.shape[0]"
+    arguments: tuple[str, ...] = ()  # the input leaves it reads: ("x", "y")
+
+
+@dataclass(frozen=True)
 class IOContract:
     params: tuple[ParamSpec, ...]
     inputs: tuple[InputSpec, ...]
@@ -164,6 +192,8 @@ class IOContract:
     # export's shape guards the guarded loader and ``probe --inputs`` enforce (``input.guard``);
     # None: the build recorded none. Since schema 1.4.
     guards: tuple[ShapeGuard, ...] | None = None
+    # the model's own checks on input values (data-dependent); None: none. Since schema 1.8.
+    data_checks: tuple[DataCheck, ...] | None = None
 
     def tensor_inputs(self) -> list[InputSpec]:
         return sorted((i for i in self.inputs if i.kind == "tensor"), key=lambda i: i.index or 0)
@@ -334,6 +364,26 @@ class CompactSample:
 
 
 @dataclass(frozen=True)
+class References:
+    """Golden references made for weights other than the build's, on the build side, against the
+    same compiled package (``aoti-guard references``). Since schema 1.8.
+
+    The package's constants' digests (``ConstantSpec.sha256``) are then those weights', while its
+    .so still holds the build's: the references apply only when the weights are given at load
+    (``probe --weights``, ``load(..., weights=)``)."""
+
+    weights: str  # the weights file's name (no folder): what to give at load
+    model: str  # the factory that computed them ("make (model.py)")
+    created: str  # when (UTC, ISO 8601)
+    tool: str  # "aoti-guard 0.9.0"
+    base_manifest_sha256: str  # the manifest of the package they were made from (its compiled code and build)
+    base_created: str  # when that package was built
+    # the tolerances stay the build's, measured on its weights: said here so a reader of the
+    # manifest alone knows
+    tolerances: str = "the build's, measured with the build's weights"
+
+
+@dataclass(frozen=True)
 class Golden:
     entry: str
     samples: tuple[GoldenSample, ...]
@@ -344,6 +394,8 @@ class Golden:
     dropped: tuple[str, ...] = ()
     # samples over the cap, in compact form (since 1.5; a 1.4 reader ignores them); None: none
     compact_samples: tuple[CompactSample, ...] | None = None
+    # since 1.8: the references were made for weights given at load (References); None: the build's own
+    references: References | None = None
 
 
 @dataclass(frozen=True)
@@ -375,6 +427,28 @@ class TwinInfo:
 
 
 @dataclass(frozen=True)
+class UserCode:
+    """User GPU code the program holds, read off the exported graph (since 1.8): custom ops
+    (``mylib::scale``: a ``torch.library.custom_op`` or ``triton_op``) and user Triton kernels
+    (the kernel wrapper's nodes). ``memcheck``: what the build's memcheck of it did ("passed",
+    "off": --no-memcheck, "not run: WHY"). A probe runs memcheck on a package that records any."""
+
+    custom_ops: tuple[str, ...] = ()
+    triton_kernels: tuple[str, ...] = ()
+    memcheck: str = "not run"
+
+    @property
+    def any(self) -> bool:
+        return bool(self.custom_ops or self.triton_kernels)
+
+    def describe(self) -> str:
+        parts = [f"custom op(s) {', '.join(self.custom_ops)}"] if self.custom_ops else []
+        if self.triton_kernels:
+            parts.append(f"Triton kernel(s) {', '.join(self.triton_kernels)}")
+        return "; ".join(parts) or "no user GPU code"
+
+
+@dataclass(frozen=True)
 class Manifest:
     schema_version: str
     tool: dict[str, str]
@@ -399,6 +473,7 @@ class Manifest:
     # (layout.KEPT_CONSTANTS, safetensors) holding the values of its constants that no
     # state_dict() holds (ConstantSpec.in_state_dict False), loaded before the caller's weights
     kept_constants: str | None = None
+    user_code: UserCode | None = None  # since 1.8: user Triton kernels and custom ops in the program
 
     @property
     def twin(self) -> TwinInfo | None:

@@ -73,6 +73,12 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
         if not _HEX64.match(digest):
             yield f"records {digest[:80]!r} as the SHA-256 of {rel[:80]!r} (expected 64 lowercase hex digits)"
     yield from _io_problems(m)
+    yield from _constant_problems(m)
+    yield from _golden_problems(m, archive)
+    yield from _twin_problems(m, archive)
+
+
+def _constant_problems(m: Manifest) -> Iterator[str]:
     loaded: set[str] = set()
     for c in m.constants:
         if c.storage == "package":
@@ -85,23 +91,30 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             yield f"gives constant {c.fqn[:80]!r} the dtype {c.dtype[:40]!r}"
         if any(s < 0 for s in c.shape) or c.nbytes < 0:
             yield f"gives constant {c.fqn[:80]!r} a negative size"
-    if m.golden is not None:
-        g = m.golden
-        if g.entry not in archive.entries:
-            yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
-        elif g.entry not in m.hashes:
-            yield f"points to golden samples in {g.entry!r} without recording their hash"
-        # a sample id names its files (--save-inputs) and its report lines: the one rule for such names
-        yield from golden_id_problems(g)
-        inputs = {i.name for i in m.io.inputs}
-        outputs = set(m.output_names())
-        for s in g.samples:
-            unknown = sorted(set(s.inputs) - inputs) + sorted(set(s.outputs) - outputs)
-            if unknown:
-                yield f"golden sample {s.id[:40]!r} refers to {', '.join(n[:40] for n in unknown[:3])}, which the contract does not have"
-        for t in g.tolerances:
-            if t.atol < 0 or t.rtol < 0:
-                yield f"gives output {t.output[:40]!r} a negative tolerance"
+
+
+def _golden_problems(m: Manifest, archive: Archive) -> Iterator[str]:
+    g = m.golden
+    if g is None:
+        return
+    if g.entry not in archive.entries:
+        yield f"points to golden samples in {g.entry[:80]!r}, which the archive does not hold"
+    elif g.entry not in m.hashes:
+        yield f"points to golden samples in {g.entry!r} without recording their hash"
+    # a sample id names its files (--save-inputs) and its report lines: the one rule for such names
+    yield from golden_id_problems(g)
+    inputs = {i.name for i in m.io.inputs}
+    outputs = set(m.output_names())
+    for s in g.samples:
+        unknown = sorted(set(s.inputs) - inputs) + sorted(set(s.outputs) - outputs)
+        if unknown:
+            yield f"golden sample {s.id[:40]!r} refers to {', '.join(n[:40] for n in unknown[:3])}, which the contract does not have"
+    for t in g.tolerances:
+        if t.atol < 0 or t.rtol < 0:
+            yield f"gives output {t.output[:40]!r} a negative tolerance"
+
+
+def _twin_problems(m: Manifest, archive: Archive) -> Iterator[str]:
     if m.debug_twin is not None and m.debug_twin_without_weights is not None:
         yield "records two debug twins (debug_twin and debug_twin_without_weights)"
     if m.debug_twin is not None and m.debug_twin.weights != "own":
@@ -112,24 +125,25 @@ def _problems(m: Manifest, archive: Archive) -> Iterator[str]:
             f"{m.debug_twin_without_weights.weights[:40]!r} (only 'release' belongs there)"
         )
     twin = m.twin
-    if twin is not None:
-        prefix = twin.entry_prefix
-        why = plain_name_problem(twin.model_name)
-        if why is not None:
-            yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name: it {why}"
-        if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
-            yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
-        else:
-            # The twin's own generated code says whether its .so holds the weights. A twin without
-            # them that a reader takes for one with them crashes on its first call: the manifest
-            # may not say otherwise than the code it describes.
-            facts = wrapper_facts(archive, prefix)
-            included = facts.include_weights if facts is not None else None
-            if included is not None and included != (twin.weights == "own"):
-                yield (
-                    f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
-                    f"include_weights={'true' if included else 'false'}"
-                )
+    if twin is None:
+        return
+    prefix = twin.entry_prefix
+    why = plain_name_problem(twin.model_name)
+    if why is not None:
+        yield f"names the debug twin {twin.model_name[:80]!r}, which is not a plain name: it {why}"
+    if not prefix.endswith("/") or unsafe_name(prefix) is not None or prefix.startswith(layout.AOTI_DIR):
+        yield f"stores the debug twin under {prefix[:80]!r} (expected a relative folder outside {layout.AOTI_DIR})"
+        return
+    # The twin's own generated code says whether its .so holds the weights. A twin without
+    # them that a reader takes for one with them crashes on its first call: the manifest
+    # may not say otherwise than the code it describes.
+    facts = wrapper_facts(archive, prefix)
+    included = facts.include_weights if facts is not None else None
+    if included is not None and included != (twin.weights == "own"):
+        yield (
+            f"says the debug twin's weights are {twin.weights[:40]!r}, but its wrapper.cpp builds it with "
+            f"include_weights={'true' if included else 'false'}"
+        )
 
 
 def _arch_problems(m: Manifest) -> Iterator[str]:
@@ -166,9 +180,10 @@ def _io_problems(m: Manifest) -> Iterator[str]:
         if o.tensor is not None:
             yield from _tensor_problems(f"output {o.name[:80]!r}", o.tensor)
     for s in m.io.symbols:
-        if s.min < 0 or (s.max is not None and s.max < s.min):
+        if (s.min < 0 and s.value_of is None) or (s.max is not None and s.max < s.min):  # a value may be negative
             yield f"gives symbol {s.name[:40]!r} the range {s.min}..{s.max}"
     yield from _guard_problems(m)
+    yield from _data_check_problems(m)
 
 
 def _guard_problems(m: Manifest) -> Iterator[str]:
@@ -190,6 +205,30 @@ def _guard_problems(m: Manifest) -> Iterator[str]:
             yield f"records an export guard {g.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
         if not g.words.isprintable() or any(a not in inputs for a in g.arguments):
             yield f"records an export guard {g.expr[:80]!r} with unprintable words or arguments the contract does not have"
+
+
+def _data_check_problems(m: Manifest) -> Iterator[str]:
+    """The model's checks on values (since 1.8): each symbol a value of a one-element tensor input,
+    each check a condition over the contract's symbols (one the loader cannot evaluate would
+    refuse every call)."""
+    tensors = {i.name: i.tensor for i in m.io.inputs if i.tensor is not None}
+    symbols = {s.name for s in m.io.symbols}
+    inputs = {i.name for i in m.io.inputs}
+    for s in m.io.symbols:
+        t = tensors.get(s.value_of) if s.value_of is not None else None
+        if s.value_of is not None and (t is None or any(not isinstance(d, int) or d != 1 for d in t.shape)):
+            yield f"makes symbol {s.name[:40]!r} the value of {s.value_of[:80]!r}, which is not a one-element tensor input"
+    for c in m.io.data_checks or ():
+        try:
+            _symexpr.compile_condition(c.expr)
+            unknown = sorted(_symexpr.free_symbols(c.expr) - symbols)
+        except _symexpr.ExprError as exc:
+            yield f"records a data check {c.expr[:80]!r} that is not a condition ({str(exc)[:80]})"
+            continue
+        if unknown:
+            yield f"records a data check {c.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
+        if not c.words.isprintable() or any(a not in inputs for a in c.arguments):
+            yield f"records a data check {c.expr[:80]!r} with unprintable words or arguments the contract does not have"
 
 
 def _is_param_name(name: str) -> bool:

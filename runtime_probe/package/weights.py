@@ -27,7 +27,16 @@ from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import ConstantSpec, Manifest
 from runtime_probe.reporting.findings import Finding, error, has_errors, info
 
-__all__ = ["WeightsCheck", "WeightsPlan", "carries_weights", "check_weights", "configs_carry_weights", "keeps_unsaved", "plan_weights"]
+__all__ = [
+    "ValueChecks",
+    "WeightsCheck",
+    "WeightsPlan",
+    "carries_weights",
+    "check_weights",
+    "configs_carry_weights",
+    "keeps_unsaved",
+    "plan_weights",
+]
 
 PHASE = "constants"
 
@@ -79,6 +88,39 @@ def _listed(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
 
 
+@dataclass(frozen=True)
+class ValueChecks:
+    """How the caller compares tensor values (a file's bytes by hash, tensors in memory).
+
+    ``same_tensor``: ``(a, b) -> bool``, whether two given names hold equal values; two names of
+    one tied tensor must (the package keeps one tensor for both). None: not compared.
+    ``build_value``: ``(name, spec) -> bool``, whether a given tensor holds the build's value (its
+    bytes' SHA-256 is ``spec.sha256``): a constant compiled into the code at build time accepts
+    only that value. None: any value of such a constant is refused."""
+
+    same_tensor: Callable[[str, str], bool] | None = None
+    build_value: Callable[[str, ConstantSpec], bool] | None = None
+
+
+@dataclass(frozen=True)
+class _Constants:
+    """The manifest's constants by name: ``wanted`` (the package's, by the name
+    ``load_constants`` takes) and ``by_name`` (every constant, by either name)."""
+
+    wanted: dict[str, ConstantSpec]
+    by_name: dict[str, ConstantSpec]
+
+    @classmethod
+    def of(cls, constants: Sequence[ConstantSpec]) -> _Constants:
+        wanted = {c.loaded_name: c for c in constants if c.storage == "package"}
+        return cls(wanted, {c.fqn: c for c in constants} | wanted)
+
+    def tied_given(self, c: ConstantSpec, given: Mapping[str, object]) -> list[str]:
+        """The given names of ``c``'s tied tensor (the names ``load_constants`` would take)."""
+        names = [self.by_name[a].loaded_name for a in c.tied_with if a in self.by_name]
+        return [n for n in names if n in given and n != c.loaded_name]
+
+
 def plan_weights(
     given: Mapping[str, tuple[str, Sequence[int]]],
     constants: Sequence[ConstantSpec],
@@ -86,8 +128,7 @@ def plan_weights(
     source: str,
     full: bool = True,
     keeps: bool = True,
-    same_tensor: Callable[[str, str], bool] | None = None,
-    build_value: Callable[[str, ConstantSpec], bool] | None = None,
+    values: ValueChecks = ValueChecks(),
 ) -> WeightsPlan:
     """New weights ({name: (dtype name, shape)}) against the package's constants.
 
@@ -98,40 +139,50 @@ def plan_weights(
         full: every package constant must be given (or kept, or tied to a given name).
         keeps: the package has values for the constants no checkpoint holds (``keeps_unsaved``);
             when it has not, such a constant cannot keep "the package's value": it must be given.
-        same_tensor: ``(a, b) -> bool``, whether two given names hold equal values; two names of
-            one tied tensor must (the package keeps one tensor for both). None: not compared.
-        build_value: ``(name, spec) -> bool``, whether a given tensor holds the build's value
-            (its bytes' SHA-256 is ``spec.sha256``): a constant compiled into the code at build
-            time accepts only that value. None: any value of such a constant is refused.
+        values: how the caller compares tensor values (``ValueChecks``).
 
     Returns:
         The plan; its ``findings`` hold an error for every name that is missing, not the
         model's, reshaped or retyped, each naming the constant in ``evidence["constant"]``.
     """
+    names = _Constants.of(constants)
+    plan = _assign(given, names, source=source, full=full, keeps=keeps)
+    findings = plan.findings + _extra_given(given, names, values.build_value, source)
+    findings += _kinds(given, names.by_name, source)
+    findings += _ties(given, names.wanted, names.by_name, values.same_tensor, source)
+    if plan.kept or plan.tied:
+        findings.append(_taken_from_package(list(plan.kept), plan.tied, names.wanted, names.by_name, source))
+    return WeightsPlan(findings, plan.sources, plan.kept, plan.tied)
+
+
+def _assign(given: Mapping[str, object], names: _Constants, *, source: str, full: bool, keeps: bool) -> WeightsPlan:
+    """Which given name each package constant takes (its own, or a tied name's), which keep the
+    package's value, and the constants missing (``findings``)."""
     findings: list[Finding] = []
-    wanted = {c.loaded_name: c for c in constants if c.storage == "package"}
-    by_name = {c.fqn: c for c in constants}
-    by_name.update(wanted)
-
-    def tied_given(c: ConstantSpec) -> list[str]:
-        """The given names of ``c``'s tied tensor (the names ``load_constants`` would take)."""
-        names = [by_name[a].loaded_name for a in c.tied_with if a in by_name]
-        return [n for n in names if n in given and n != c.loaded_name]
-
     sources: dict[str, str] = {}
     tied: dict[str, str] = {}
     kept: list[str] = []
-    for name, c in sorted(wanted.items()):
+    for name, c in sorted(names.wanted.items()):
         if name in given:
             sources[name] = name
             continue
-        partners = tied_given(c)
+        partners = names.tied_given(c, given)
         if partners:
             sources[name] = tied[name] = partners[0]
         elif c.in_state_dict is False and keeps:
             kept.append(name)
         elif full:
             findings.append(_missing(name, c, source))
+    return WeightsPlan(findings, sources, tuple(kept), tied)
+
+
+def _extra_given(
+    given: Mapping[str, object], names: _Constants, build_value: Callable[[str, ConstantSpec], bool] | None, source: str
+) -> list[Finding]:
+    """The given names that are no package constant: a tied name (fine), the program's name of a
+    renamed constant, a constant inlined at build time (its build value: info), or unknown."""
+    findings: list[Finding] = []
+    by_name, wanted = names.by_name, names.wanted
     for name in sorted(set(given) - set(wanted)):
         spec = by_name.get(name)
         if spec is not None and any(a in by_name and by_name[a].loaded_name in wanted for a in spec.tied_with):
@@ -150,11 +201,7 @@ def plan_weights(
             )
             continue
         findings.append(_unexpected(name, spec, source))
-    findings += _kinds(given, by_name, source)
-    findings += _ties(given, wanted, by_name, same_tensor, source)
-    if kept or tied:
-        findings.append(_taken_from_package(kept, tied, wanted, by_name, source))
-    return WeightsPlan(findings, sources, tuple(kept), tied)
+    return findings
 
 
 def _missing(name: str, c: ConstantSpec, source: str) -> Finding:
@@ -352,8 +399,10 @@ def check_weights(path: str, constants: Sequence[ConstantSpec], *, keeps: bool =
         constants,
         source="the weights file",
         keeps=keeps,
-        same_tensor=lambda a, b: _nbytes(header, a) == _nbytes(header, b) and digest(a) == digest(b),
-        build_value=lambda name, spec: _nbytes(header, name) == spec.nbytes and digest(name) == spec.sha256,
+        values=ValueChecks(
+            same_tensor=lambda a, b: _nbytes(header, a) == _nbytes(header, b) and digest(a) == digest(b),
+            build_value=lambda name, spec: _nbytes(header, name) == spec.nbytes and digest(name) == spec.sha256,
+        ),
     )
     result.findings += plan.findings
     result.names, result.sources = plan.names, plan.sources

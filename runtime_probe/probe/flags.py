@@ -100,6 +100,19 @@ PROBE_FLAGS: tuple[Flag, ...] = (
         field="escalate",
         invert=True,
     ),
+    Flag(
+        "--memcheck",
+        "run the golden samples once more under compute-sanitizer memcheck, caching allocator off, and fail on an "
+        "out-of-bounds access (default: on for a CUDA package whose manifest records user Triton kernels or custom ops)",
+        kind="switch",
+        field="memcheck",
+    ),
+    Flag(
+        "--no-memcheck",
+        "never run compute-sanitizer memcheck on the golden samples (CPU packages never do: memcheck checks CUDA kernels only)",
+        kind="switch",
+        field="no_memcheck",
+    ),
     Flag("--escalate-timeout", "seconds the whole escalation may take", kind="float", field="escalate_timeout_s", metavar="S", minimum=1),
     Flag("--timeout", "seconds each load or golden run may take", kind="float", field="timeout_s", metavar="S", minimum=1),
     Flag(

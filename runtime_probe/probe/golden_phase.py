@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_probe.child.worker import ChildFailure, ChildRaised
@@ -85,17 +85,48 @@ def _extras(shared: Shared, dev: Device, sample_id: str) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class _Tally:
+    """What the golden phase has gathered so far (an accumulator, filled run by run): its
+    findings, the runs' report entries, how each stored sample is kept (sample -> "full" |
+    "compact"), and the files whose data the reader refused (nothing more runs from them)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    stored: dict[str, str] = field(default_factory=dict)
+    refused_files: set[str] = field(default_factory=set)
+
+
 def golden_phase(shared: Shared, dev: Device) -> Phase:
     assert dev.worker is not None and shared.archive is not None
+    tally = _Tally()
+    cases = _cases(shared, dev, tally)
+    for sample_id, args in cases:
+        if args["golden_path"] in tally.refused_files:
+            continue
+        try:
+            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
+        except ChildFailure as exc:
+            _child_failed(shared, dev, tally.findings, (sample_id, args), exc)
+            if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
+                continue  # the child lives on; a CUDA error poisons the context, so stop there
+            break
+        _record_reply(shared, dev, tally, (sample_id, args), reply)
+    detail: dict[str, Any] = {"runs": tally.runs, "compared": dev.golden_valid}
+    detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in tally.runs if "stored" in r]
+    if not cases and not has_errors(tally.findings):  # nothing ran: not "passed"
+        detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
+    return tally.findings, detail, True
+
+
+def _cases(shared: Shared, dev: Device, tally: _Tally) -> list[tuple[str, dict[str, Any]]]:
+    """Every run of the phase, in order: the package's own samples (their records checked against
+    the golden file's header first), then the --shapes sets, then the --inputs file."""
     m = shared.manifest
-    findings: list[Finding] = []
-    runs: list[dict[str, Any]] = []
     cases: list[tuple[str, dict[str, Any]]] = []
-    stored: dict[str, str] = {}  # sample -> "full" | "compact"
-    refused_files: set[str] = set()  # files whose data the reader refused: nothing more runs from them
     bad: set[str] | None = set()  # whole samples whose records the golden file cannot serve (None: none can)
     if m is None or m.golden is None or not (m.golden.samples or m.golden.compact_samples) or shared.golden_path is None:
-        findings.append(
+        tally.findings.append(
             warning(
                 "golden.missing",
                 "golden",
@@ -106,67 +137,72 @@ def golden_phase(shared: Shared, dev: Device) -> Phase:
     else:
         # the records against the golden file's header, before any child reads it (golden/records.py)
         problems, bad = _golden_records.file_findings(m, shared.golden_path, "golden")
-        findings += problems
+        tally.findings.extend(problems)
         if bad is None:
-            refused_files.add(shared.golden_path)
+            tally.refused_files.add(shared.golden_path)
         else:
-            cases, stored = _stored_cases(shared, dev, bad, findings)
+            cases, tally.stored = _stored_cases(shared, dev, bad, tally.findings)
     sets = shape_sets(shared.options.shapes)
-    if sets and shared.golden_path not in refused_files:
+    if sets and shared.golden_path not in tally.refused_files:
         cases += [(name, _shapes_case(shared, dev, bad or set(), text)) for name, text in zip(run_names(len(sets)), sets)]
     if shared.options.inputs is not None and m is not None:
         user_case, user_findings = _user_inputs(shared, dev)
-        findings += user_findings
+        tally.findings.extend(user_findings)
         if user_case is not None:
             cases.append(("inputs", user_case))
-    for sample_id, args in cases:
-        if args["golden_path"] in refused_files:
-            continue
-        try:
-            reply = dev.worker.request("run", shared.options.timeout_s, key="release", **args, **_extras(shared, dev, sample_id))
-        except ChildFailure as exc:
-            what = _what(sample_id, args)
-            findings.append(child_finding(exc, f"running {what}", "run", shared))
-            if sample_id == "inputs" and findings[-1].code == "run.device_assert":
-                findings[-1] = _named_index(shared, findings[-1])
-            if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
-                dev.replay = Replay("run", replay_kind(exc), _replay_args(args), sample=what)
-            if isinstance(exc, ChildRaised) and dev.device_type == "cpu":
-                continue  # the child lives on; a CUDA error poisons the context, so stop there
-            break
-        refusal = _refusal(shared, sample_id, reply)  # the model did not run: never a replay
-        if refusal is not None:
-            findings.append(refusal)
-            if reply.get("data_error"):
-                refused_files.add(args["golden_path"])
-            continue
-        unchecked = _golden_cases.reply_findings(sample_id, reply)  # a compact sample that could not run
-        if unchecked:
-            findings += unchecked
-            continue
-        runs.append({"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")})
-        if sample_id in stored:
-            runs[-1]["stored"] = stored[sample_id]
-        if sample_id == "inputs":  # the report names the file that ran and the inputs it fed
-            runs[-1]["file"] = args["golden_path"]
-            runs[-1]["inputs"] = list(args["sample"]["inputs"])
-        if "resize" in args:  # a --shapes run: which sizes it ran (and timed)
-            runs[-1]["shapes"] = describe(args["resize"])
-        if reply.get("latency_ms"):
-            runs[-1]["latency_ms"] = reply["latency_ms"]
-        if reply.get("times_s"):
-            keep_raw(shared, dev, runs[-1], reply["times_s"])
-        new = _judge(sample_id, reply, shared.manifest)
-        findings += new
-        if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
-            kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
-            shown = _what(sample_id, args)
-            dev.replay = Replay("run", kind, _replay_args(args), sample=shown)
-    detail: dict[str, Any] = {"runs": runs, "compared": dev.golden_valid}
-    detail["checked"] = [_golden_cases.describe(r["sample"], r["stored"], r.get("outputs")) for r in runs if "stored" in r]
-    if not cases and not has_errors(findings):  # nothing ran: not "passed"
-        detail["skipped"] = "no golden samples in the package" + (", and no --inputs" if shared.options.inputs is None else "")
-    return findings, detail, True
+    return cases
+
+
+def _child_failed(shared: Shared, dev: Device, findings: list[Finding], case: tuple[str, dict[str, Any]], exc: ChildFailure) -> None:
+    """A run the child failed (it raised or died): its finding, and the first one's replay for the
+    escalate phase unless the inputs were refused."""
+    sample_id, args = case
+    what = _what(sample_id, args)
+    findings.append(child_finding(exc, f"running {what}", "run", shared))
+    if sample_id == "inputs" and findings[-1].code == "run.device_assert":
+        findings[-1] = _named_index(shared, findings[-1])
+    if dev.replay is None and not any(f.code.startswith("input.") for f in findings[-1:]):
+        dev.replay = Replay("run", replay_kind(exc), _replay_args(args), sample=what)
+
+
+def _record_reply(shared: Shared, dev: Device, tally: _Tally, case: tuple[str, dict[str, Any]], reply: Mapping[str, Any]) -> None:
+    """One run's reply: a refusal or a compact sample that could not run as its finding, or the
+    run's report entry and its judged outputs (the first failure's replay for the escalate phase)."""
+    sample_id, args = case
+    refusal = _refusal(shared, sample_id, reply)  # the model did not run: never a replay
+    if refusal is not None:
+        tally.findings.append(refusal)
+        if reply.get("data_error"):
+            tally.refused_files.add(args["golden_path"])
+        return
+    unchecked = _golden_cases.reply_findings(sample_id, reply)  # a compact sample that could not run
+    if unchecked:
+        tally.findings.extend(unchecked)
+        return
+    tally.runs.append(_run_entry(sample_id, args, reply, tally.stored))
+    if reply.get("times_s"):
+        keep_raw(shared, dev, tally.runs[-1], reply["times_s"])
+    new = _judge(sample_id, reply, shared.manifest)
+    tally.findings.extend(new)
+    dev.ran.append((_what(sample_id, args), _replay_args(args)))  # memcheck reruns it (escalate)
+    if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
+        kind = "nonfinite" if any(f.code == "run.nonfinite" for f in new) else "mismatch"
+        dev.replay = Replay("run", kind, _replay_args(args), sample=_what(sample_id, args))
+
+
+def _run_entry(sample_id: str, args: Mapping[str, Any], reply: Mapping[str, Any], stored: Mapping[str, str]) -> dict[str, Any]:
+    """A run's entry in the phase's report."""
+    entry: dict[str, Any] = {"sample": sample_id, "seconds": reply.get("seconds"), "outputs": reply.get("outputs")}
+    if sample_id in stored:
+        entry["stored"] = stored[sample_id]
+    if sample_id == "inputs":  # the report names the file that ran and the inputs it fed
+        entry["file"] = args["golden_path"]
+        entry["inputs"] = list(args["sample"]["inputs"])
+    if "resize" in args:  # a --shapes run: which sizes it ran (and timed)
+        entry["shapes"] = describe(args["resize"])
+    if reply.get("latency_ms"):
+        entry["latency_ms"] = reply["latency_ms"]
+    return entry
 
 
 def _what(sample_id: str, args: Mapping[str, Any]) -> str:

@@ -25,6 +25,8 @@ class ProbeOptions:
         timeout_s: limit for each child request (load, one golden run).
         escalate: climb the escalation ladder when loading or running fails.
         escalate_timeout_s: bound on the whole ladder.
+        memcheck / no_memcheck: force / skip the golden samples' rerun under compute-sanitizer
+            memcheck (ladder/memcheck.py); neither: where the manifest records user GPU code.
         all_devices: probe every visible GPU, in parallel.
         python: the interpreter the child runs (the probe's own by default).
         env: extra environment for the child.
@@ -57,6 +59,8 @@ class ProbeOptions:
     timeout_s: float = 300.0
     escalate: bool = True
     escalate_timeout_s: float = 600.0
+    memcheck: bool = False  # --memcheck: memcheck the golden samples whatever the manifest records
+    no_memcheck: bool = False  # --no-memcheck: never (default: where the manifest records user GPU code)
     all_devices: bool = False
     python: str | None = None
     env: Mapping[str, str | None] = field(default_factory=dict)

@@ -237,7 +237,12 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
         return [weightless], {}, False
     m = shared.manifest
     findings, detail = _compare_constants(m, dev.host.get("loaded_constant_fqns"))
-    if shared.options.weights is not None:
+    if shared.options.weights is None:
+        note = _references_need_weights(m)
+        if note is not None:  # references made for other weights than the .so's: nothing to compare them with
+            dev.golden_valid = False
+            findings.append(note)
+    else:
         if m is None:
             findings.append(
                 error(
@@ -273,14 +278,35 @@ def constants_phase(shared: Shared, dev: Device) -> Phase:
             return findings, detail, False
         dev.golden_valid = check.same_as_build
         if not check.same_as_build:
-            findings.append(
-                info(
-                    "constants.new_weights",
-                    "constants",
-                    "the weights differ from the build's: the golden samples were run and checked for NaN/Inf only; "
-                    "their outputs were NOT compared with references, so a pass says nothing about these weights' numerics",
-                    hint="to check them, build a package from the model with these weights loaded (aoti-guard build): "
-                    "its golden references are computed from them",
-                )
-            )
+            findings.append(_new_weights(m))
     return findings, detail, not has_errors(findings)
+
+
+def _new_weights(m: Manifest) -> Finding:
+    """Weights other than those the references were made for: run, checked for NaN/Inf, not compared."""
+    made_for = m.golden.references if m.golden is not None else None
+    whose = f"those the references were made for ({made_for.weights})" if made_for is not None else "the build's"
+    return info(
+        "constants.new_weights",
+        "constants",
+        f"the weights differ from {whose}: the golden samples were run and checked for NaN/Inf only; "
+        "their outputs were NOT compared with references, so a pass says nothing about these weights' numerics",
+        hint="to compare them, make references for these weights on the build side, against this same compiled package: "
+        "aoti-guard references PKG TARGET --weights FILE -o NEW.pt2 (TARGET: the factory the package was built from), "
+        "then aoti-guard probe NEW.pt2 --weights FILE",
+    )
+
+
+def _references_need_weights(m: Manifest | None) -> Finding | None:
+    """References made for weights given at load (``aoti-guard references``), and none given: the
+    .so's own weights (the build's) run against references that are not theirs."""
+    if m is None or m.golden is None or m.golden.references is None or not carries_weights(m):
+        return None  # (a package without weights refuses to run without --weights anyway: _weightless)
+    made_for = m.golden.references
+    return info(
+        "constants.references_need_weights",
+        "constants",
+        f"the golden references were made for the weights {made_for.weights} (aoti-guard references), and no --weights was "
+        "given: the package's own weights (the build's) ran, checked for NaN/Inf only; their outputs were NOT compared",
+        hint=f"give the weights the references were made for: --weights {made_for.weights} (or probe the package they were made from)",
+    )

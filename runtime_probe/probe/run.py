@@ -22,7 +22,8 @@ from typing import Any
 from runtime_probe._version import __version__
 from runtime_probe.child.worker import ChildFailure, Worker
 from runtime_probe.host.rules import parse_device
-from runtime_probe.ladder.steps import LadderContext, run_ladder
+from runtime_probe.ladder import memcheck as _memcheck
+from runtime_probe.ladder.steps import LadderContext, memcheck_samples, run_ladder
 from runtime_probe.package.archive import sha256_file
 from runtime_probe.package.private_copy import tmpdir_finding
 from runtime_probe.probe.load_log import ENV as LOAD_LOG_ENV
@@ -52,6 +53,22 @@ __all__ = ["PHASES", "ProbeOptions", "probe"]
 
 
 def _check_options(options: ProbeOptions) -> None:
+    """Every flag combination and value the probe can refuse before it reads the package."""
+    _check_verify_only(options)
+    _check_paths(options)
+    _check_timing(options)
+    if options.memcheck and options.no_memcheck:
+        raise UsageError(
+            "--memcheck and --no-memcheck contradict each other",
+            hint="give one of them (neither: memcheck where the manifest records user GPU code)",
+        )
+    if options.all_devices and options.device not in (None, "cuda"):
+        raise UsageError(
+            "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
+        )
+
+
+def _check_verify_only(options: ProbeOptions) -> None:
     if options.verify_only:
         for flag, given in (
             ("--weights", options.weights),
@@ -69,6 +86,9 @@ def _check_options(options: ProbeOptions) -> None:
                 raise UsageError(
                     f"--verify-only checks the archive alone; {flag} needs the model loaded", hint=f"drop {flag}, or drop --verify-only"
                 )
+
+
+def _check_paths(options: ProbeOptions) -> None:
     for flag, value in (("--device", options.device), ("--inputs-device", options.inputs_device)):
         if value is not None:
             try:
@@ -86,6 +106,9 @@ def _check_options(options: ProbeOptions) -> None:
                 os.makedirs(folder, exist_ok=True)
             except OSError as exc:
                 raise UsageError(f"{flag}: cannot create the folder {folder}: {exc.strerror}", hint=f"{flag} takes a folder") from None
+
+
+def _check_timing(options: ProbeOptions) -> None:
     if options.iterations < 1:
         raise UsageError(f"--iterations must be at least 1 (got {options.iterations})")
     if options.latency_raw is not None:
@@ -106,10 +129,6 @@ def _check_options(options: ProbeOptions) -> None:
             f"--duration {options.duration_s:g} must be above 0 and below --timeout {options.timeout_s:g}: each golden run, "
             "its timed calls included, must end within --timeout",
             hint=f"give --timeout more than {options.duration_s:g} seconds plus the time of one run",
-        )
-    if options.all_devices and options.device not in (None, "cuda"):
-        raise UsageError(
-            "--all-devices probes every visible GPU; it cannot be combined with a device index", hint="drop --device, or drop --all-devices"
         )
 
 
@@ -347,8 +366,17 @@ def _all_devices(shared: Shared, say: ProgressFn) -> list[Report]:
     ]
 
 
+def _memcheck_wanted(shared: Shared, dev: Device) -> tuple[bool, str]:
+    """Whether the golden samples that passed run once more under memcheck (ladder/memcheck.py's rule)."""
+    opts = shared.options
+    flag = True if opts.memcheck else False if opts.no_memcheck else None
+    user_code = shared.manifest.user_code if shared.manifest is not None else None
+    return _memcheck.decide(flag, dev.device_type, user_code)
+
+
 def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> PhaseResult:
-    if dev.replay is None:
+    memcheck, why = _memcheck_wanted(shared, dev) if dev.replay is None and dev.ran else (False, "")
+    if dev.replay is None and not memcheck:
         return make_phase("escalate", 0.0, [], skipped_reason="nothing to escalate")
     if not shared.options.escalate:
         return make_phase("escalate", 0.0, [], skipped_reason="--no-escalate")
@@ -371,6 +399,11 @@ def _escalate(shared: Shared, dev: Device, say: ProgressFn, prefix: str) -> Phas
         weights=dev.weights_args,
         note=lambda text: say(prefix + "escalate", text),
     )
+    if dev.replay is None:  # every sample passed: memcheck them, for user GPU code (ladder/memcheck.py)
+        found = memcheck_samples(ctx, [_memcheck.MemcheckRun(label, args) for label, args in dev.ran])
+        result = make_phase("escalate", time.monotonic() - started, found, {"memcheck": why, "steps": ctx.steps})
+        say(prefix + "escalate", result.status)
+        return result
     findings = run_ladder(ctx, dev.replay)
     result = make_phase(
         "escalate",

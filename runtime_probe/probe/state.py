@@ -44,6 +44,8 @@ class Device:
     host: dict[str, Any] = field(default_factory=dict)
     golden_valid: bool = True
     replay: Replay | None = None
+    # the golden runs that passed: (what a finding calls it, the child's run arguments), for memcheck
+    ran: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     weights_args: dict[str, Any] | None = None  # how --weights was loaded, for the ladder's replays
     load_log: LoadLog | None = None  # the model .so's own [AOTI_LOAD] lines (probe/load_log.py)
     log: list[str] = field(default_factory=list)  # torch's warnings and log records from the child's stderr

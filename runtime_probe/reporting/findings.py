@@ -38,6 +38,7 @@ CODES: dict[str, str] = {
     # env: the host
     "env.device_unavailable": "The device type the package needs is not present on this host.",
     "env.device_index_invalid": "The requested device index does not exist on this host.",
+    "env.memcheck_unavailable": "A package with user GPU code (or --memcheck) was to be run under compute-sanitizer memcheck, but the tool is not installed on this host, or its child failed without an error of its own: the memory accesses were not checked (a warning, not a verdict).",
     "env.device_mismatch": "The requested device type differs from the one the package was compiled for.",
     "env.arch_mismatch": "The GPU's compute capability does not match the archs of the package's kernels (a warning when the build's --cuda-arch list names it and PTX covers it).",
     "env.driver_too_old": "The GPU driver is older than the CUDA runtime needs.",
@@ -81,6 +82,7 @@ CODES: dict[str, str] = {
     "constants.tied_mismatch": "New weights hold different values under two names of one tied tensor (lm_head.weight and embed_tokens.weight); the package computes both from one tensor.",
     "constants.from_package": "New weights from a checkpoint (a state_dict() or save_pretrained file) lack constants no checkpoint holds (non-persistent buffers such as a rotary inv_freq, lifted tensor constants), which keep the package's values, or the tied copy of a weight, which takes the tensor of its tied name; the finding lists both.",
     "constants.new_weights": "The weights given differ from the build's: the golden samples were run and checked for NaN/Inf only, not compared with references; a pass says nothing about these weights' numerics.",
+    "constants.references_need_weights": "The package's golden references were made for weights given at load (aoti-guard references), and none were given: the .so's own weights (the build's) ran, checked for NaN/Inf only, not compared; give the weights the references name.",
     # inputs (guarded loader and probe)
     "input.count": "Too few or too many arguments, or an unknown or missing keyword argument.",
     "input.type": "An argument is not a tensor where a tensor is expected (or the reverse).",
@@ -98,12 +100,14 @@ CODES: dict[str, str] = {
     "input.storage": "An argument's memory does not hold its view: its storage was resized or shrunk under it, or it has none the compiled code can read (a zero tensor, a functorch vmap/grad/functionalize wrapper).",
     "input.unchecked": "A contract rule (a size or stride over a symbol) could not be evaluated for this call: the input is refused rather than passed unchecked.",
     "input.guard": "The sizes break a shape guard torch.export assumed (e.g. h*w == 64): the package holds only the branch traced for sizes that satisfy it.",
+    "input.data_check": "The input values break a check the model makes on them itself (torch._check(b < y.shape[0]) with b = x.item()), named by argument: the compiled package would stop on it in torch's internal symbols.",
     # run
     "run.crash": "The child process died (signal) while running the model.",
     "run.error": "Running the model raised an error.",
     "run.timeout": "Running the model did not finish within the timeout.",
     "run.nonfinite": "An output holds NaN or Inf.",
     "run.illegal_memory_access": "A kernel made an illegal memory access.",
+    "run.out_of_bounds": "compute-sanitizer memcheck, run by the probe on a package whose manifest records user GPU code (user Triton kernels, custom ops) or with --memcheck, with the caching allocator off, saw a kernel read or write past its tensor on a golden sample: the kernel, the sample and its sizes are named. The outputs may still have matched: the same access under the caching allocator reads a neighbour's memory silently.",
     "run.device_assert": "A device-side assertion fired.",
     "run.native_frames": "Native frames of a crash while running, and what they point at.",
     # escalate
@@ -115,6 +119,7 @@ CODES: dict[str, str] = {
     "golden.recipe_invalid": "A compact golden sample's record (recipe or digest) lies outside the contract or the size caps; it was not run.",
     "golden.recipe_mismatch": "A compact golden sample's inputs did not regenerate bit-exactly on this host; the sample was not checked.",
     # build
+    "build.out_of_bounds": "The program holds user GPU code (user Triton kernels, custom ops) or --memcheck was given, and compute-sanitizer memcheck, running each golden sample once in the validation child with the caching allocator off, saw a kernel read or write past its tensor: the kernel, the sample and its sizes are named. The package is rejected even when its outputs matched eager: eager runs the same kernel, so the two agree on what it read out of bounds.",
     "build.factory_failed": "The model factory raised or returned something unusable.",
     "build.training_mode": "The factory's model is in training mode and some of its modules behave differently there (Dropout, attention dropout, BatchNorm): the build stops at resolve, before exporting; the modules are named, and the fix is model.eval().",
     "build.export_failed": "torch.export could not export the model.",
@@ -130,10 +135,11 @@ CODES: dict[str, str] = {
     "build.coverage_incomplete": "The golden samples miss a free symbol's minimum or maximum: an error unless --allow-partial-coverage.",
     "build.package_failed": "Writing the package failed.",
     "build.twin_failed": "The debug twin could not be compiled; the release package is still valid.",
+    "build.twin_compiled_after": "The debug twin was compiled in the build's own process after the release model, not in a child beside it (the finding says why: a program the child could not save, load or compile, such as one with user ops its child has not registered); the twin is the same, the build took longer.",
     "build.nondeterministic": "The model's forward draws random numbers (Dropout in training mode, rand/randn/bernoulli...); the module is named. The build calls the model a second time on the example: other outputs make it an error (no golden output can be checked; the difference is in evidence.two_calls), identical ones a warning (the draw does not reach the outputs on that input, as the LayerDrop number transformers' Wav2Vec2 draws in eval mode). A Dropout with train=False is no draw.",
     "build.constants_unnamed": "The package lists a constant by a name the program lacks (the compiler renamed it: a tensor attribute offset is _tensor_constant0) and reading the compiled model's values to pair it failed: the manifest keeps the program's name, and a probe will report the package's as unexpected.",
     "build.stateful_model": "The model updates buffers in place (a counter, BatchNorm running statistics in training mode): each call depends on the calls before it; the buffer is named.",
-    "build.first_divergence": "Compiled differs from eager: the stages between them (eager twice, the exported program, the decomposed program, torch.compile, the package) were rerun on the failing sample, and this names the first that departs, with each stage's error.",
+    "build.first_divergence": "Compiled differs from eager: the stages between them (eager twice, the exported program, the decomposed program, torch.compile, the package) were rerun on the failing sample, and this names the first that departs, with each stage's error. When a compiler stage departs on a float16/bfloat16 program, the package is rebuilt with emulate_precision_casts and run on that sample: the cause (Inductor's elided precision casts) and the remedy are named only when that makes it agree with eager (evidence.remedy.verified).",
     "build.tolerance_wide": "A stored tolerance is far above its dtype's floor; the finding gives the sample, the error and the rule that accepted it.",
     "build.compiler_suspect": "AOTInductor's output differs while eager and ONNX Runtime agree: likely a compiler problem.",
     "build.reference_disagrees": "Eager and ONNX Runtime disagree on an output: model numerics or nondeterminism, not necessarily the compiler.",

@@ -55,7 +55,6 @@ class Progress:
         stream: TextIO | None = None,
         *,
         quiet: bool = False,
-        live: bool | None = None,
         colour: bool | None = None,
         log: str | None = None,
         transient: bool = False,
@@ -73,7 +72,7 @@ class Progress:
             except ToolError as exc:
                 self._write(f"warning: {exc.message}; going on without the log\n")
         self.quiet = quiet
-        self.live = is_live_terminal(self.stream) if live is None else live
+        self.live = is_live_terminal(self.stream)  # a live line only where a person watches a terminal
         self.colour = (self.live and "NO_COLOR" not in os.environ) if colour is None else colour
         self._lock = threading.Lock()
         self._current: tuple[str, str, float] | None = None  # (phase, text, started)

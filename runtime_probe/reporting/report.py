@@ -160,9 +160,10 @@ class Report:
 
 
 _MARK = {Severity.ERROR: "ERROR", Severity.WARNING: "WARN ", Severity.INFO: "info "}
-# info findings that qualify the verdict: a PASSED that checked less than it reads (new weights:
-# no golden output was compared); the text report says them under the verdict, -v or not
-VERDICT_CAVEATS = frozenset({"constants.new_weights"})
+# info findings that qualify the verdict: a PASSED that checked less than it reads (new weights, or
+# references made for weights not given: no golden output was compared); the text report says them
+# under the verdict, -v or not
+VERDICT_CAVEATS = frozenset({"constants.new_weights", "constants.references_need_weights"})
 
 
 def clean(value: object) -> str:
@@ -309,6 +310,9 @@ def _coverage_lines(p: PhaseResult) -> list[str]:
         if not isinstance(c, Mapping):
             continue
         lo, hi, tested = c.get("min"), c.get("max"), c.get("tested") or []
+        if c.get("output_only"):  # a data-dependent output size: no input sets it
+            parts.append(f"{clean(name)} {clean(lo)}..{clean(hi)} set by no input (a data-dependent output size)")
+            continue
         missing = [label for label, bound in (("min", lo), ("max", hi)) if bound not in tested]
         mark = f" MISSING {' and '.join(missing)}" if missing else ""
         parts.append(f"{clean(name)} {clean(lo)}..{clean(hi)} tested {', '.join(clean(t) for t in tested) or 'none'}{mark}")

@@ -35,11 +35,9 @@ def flat_chunks(*tensors: Any, size: int | None = None, device: str | None = Non
         yield tuple(f[start : start + step].to(target) for f in flat)
 
 
-def stats(
-    out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, chunk: int | None = None, device: str | None = None
-) -> dict[str, Any]:
+def stats(out: Any, ref: Any, *, atol: float, rtol: float, equal_nan: bool = False, device: str | None = None) -> dict[str, Any]:
     """Compare one output with its reference. Returns JSON-able numbers and ``passed``.
-    ``device``: where the arithmetic runs (``flat_chunks``)."""
+    ``device``: where the arithmetic runs, ``CHUNK`` elements at a time (``flat_chunks``)."""
     result: dict[str, Any] = {"atol": atol, "rtol": rtol}
     if tuple(out.shape) != tuple(ref.shape):
         result.update(passed=False, reason="shape", expected=list(ref.shape), found=list(out.shape))
@@ -54,25 +52,25 @@ def stats(
         result.update(passed=True, max_abs=0.0, max_rel=0.0, nonfinite=0)
         return result
     if not (out.is_floating_point() or out.is_complex()):
-        result.update(_exact_stats(out, ref, chunk, device))
+        result.update(_exact_stats(out, ref, device))
         return result
-    result.update(_float_stats(out, ref, atol, rtol, equal_nan, chunk, device))
+    result.update(_float_stats(out, ref, atol, rtol, equal_nan, device))
     return result
 
 
-def _exact_stats(out: Any, ref: Any, chunk: int | None, device: str | None) -> dict[str, Any]:
+def _exact_stats(out: Any, ref: Any, device: str | None) -> dict[str, Any]:
     """Integers and bools: every element must match."""
     import torch
 
     mismatched, max_abs = 0, 0.0
-    for o, r in flat_chunks(out, ref, size=chunk, device=device):
+    for o, r in flat_chunks(out, ref, device=device):
         mismatched += int((o != r).sum().item())
         diff = (o.to(torch.float64) - r.to(torch.float64)).abs() if o.dtype != torch.bool else (o != r).to(torch.float64)
         max_abs = max(max_abs, float(diff.max().item()))
     return {"passed": mismatched == 0, "max_abs": max_abs, "max_rel": 0.0, "nonfinite": 0, "mismatched": mismatched}
 
 
-def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, chunk: int | None, device: str | None) -> dict[str, Any]:
+def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, device: str | None) -> dict[str, Any]:
     import torch
 
     nonfinite = ref_nonfinite = mismatched = 0
@@ -81,14 +79,14 @@ def _float_stats(out: Any, ref: Any, atol: float, rtol: float, equal_nan: bool, 
     worst_used = 0.0
     offset = 0
     wide = torch.complex128 if out.is_complex() else torch.float64
-    for o, r in flat_chunks(out, ref, size=chunk, device=device):
+    for o, r in flat_chunks(out, ref, device=device):
         of, rf = o.to(wide), r.to(wide)
         nonfinite += int((~torch.isfinite(of)).sum().item())
         ref_nonfinite += int((~torch.isfinite(rf)).sum().item())
         same_special = (of == rf) | (torch.isnan(of) & torch.isnan(rf)) if equal_nan else (of == rf)
         diff = (of - rf).abs().to(torch.float64)
         diff = torch.where(same_special, torch.zeros_like(diff), diff)
-        diff = torch.nan_to_num(diff, nan=float("inf"))
+        diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))  # inf vs a finite value is inf, not finfo.max
         ref_abs = rf.abs().to(torch.float64)
         allowed = atol + rtol * torch.nan_to_num(ref_abs, nan=0.0, posinf=0.0)
         excess = diff - allowed
@@ -158,6 +156,13 @@ def _finite(value: float) -> float | str:
     return value if value == value and abs(value) != float("inf") else str(value)
 
 
+def json_number(value: float | None) -> float | str | None:
+    """``value`` as a report or manifest may hold it: inf and NaN as text ("inf"), since JSON has
+    neither (the manifest is written with allow_nan=False: a rejected float16 package whose error
+    was inf could not be written)."""
+    return None if value is None else _finite(value)
+
+
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     idx = []
     for size in reversed(shape):
@@ -172,3 +177,20 @@ def nonfinite_count(t: Any) -> int:
     if not (t.is_floating_point() or t.is_complex()):
         return 0
     return int((~torch.isfinite(t.detach())).sum().item())  # on the tensor's own device: a bool per element
+
+
+def same_nonfinite(a: Any, b: Any, *, chunk: int | None = None, device: str | None = None) -> bool:
+    """``a`` and ``b`` are non-finite in the same places, with the same values there (+inf with
+    +inf, NaN with NaN). Integers and other shapes than each other's: True when both have none."""
+    import torch
+
+    if not (a.is_floating_point() or a.is_complex()) or tuple(a.shape) != tuple(b.shape):
+        return nonfinite_count(a) == 0 and nonfinite_count(b) == 0
+    for x, y in flat_chunks(a, b, size=chunk, device=device):
+        bad_x, bad_y = ~torch.isfinite(x), ~torch.isfinite(y)
+        if not torch.equal(bad_x, bad_y):
+            return False
+        both = bad_x & bad_y
+        if both.any() and not bool(((x[both] == y[both].to(x.dtype)) | (torch.isnan(x[both]) & torch.isnan(y[both]))).all()):
+            return False
+    return True

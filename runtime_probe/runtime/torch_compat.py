@@ -51,6 +51,7 @@ __all__ = [
     "so_features",
     "sympy_functions",
     "torch_version",
+    "triton_kernel_side_table",
 ]
 
 # the strings a model .so carries when it was compiled with a torch that has the feature
@@ -158,6 +159,12 @@ def has_inductor_config(key: str) -> bool:
             return False
         obj = getattr(obj, part)
     return True
+
+
+def triton_kernel_side_table() -> Any:
+    """``torch._higher_order_ops.triton_kernel_wrap.kernel_side_table``: the user Triton kernels a
+    traced ``triton_kernel_wrapper_*`` node refers to by ``kernel_idx`` (2.11-2.15)."""
+    return _resolve("torch._higher_order_ops.triton_kernel_wrap", "kernel_side_table")
 
 
 def cpp_compiler() -> str:
@@ -287,6 +294,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("torch._inductor.cpp_builder.get_cpp_compiler", _ALL, lambda: _resolve("torch._inductor.cpp_builder", "get_cpp_compiler")),
     Entry("torch._dynamo.repro.aoti", f"run_repro's flags vary {_ALL}", dynamo_repro_aoti),
     Entry("torch._dynamo.reset", _ALL, dynamo_reset),
+    Entry("torch._higher_order_ops.triton_kernel_wrap.kernel_side_table", _ALL, triton_kernel_side_table),
     Entry("torch._guards.detect_fake_mode", _ALL, detect_fake_mode),
     Entry("ExportedProgram._guards_code", _ALL, _guards_entry),
     Entry("torch.utils._sympy.functions", _ALL, sympy_functions),

@@ -39,28 +39,7 @@ def check_archive(archive: Archive, public_key: PublicKey | None = None, *, veri
     findings: list[Finding] = []
     detail: dict[str, Any] = {}
     if not archive.has(layout.MANIFEST):
-        if public_key is not None:
-            findings.append(
-                error(
-                    "archive.signature_missing",
-                    PHASE,
-                    "the package has no aoti-guard manifest, so nothing in it is signed",
-                    expected=f"a manifest signed by {short_id(public_key.key_id)}",
-                    found="a plain AOTI package",
-                    hint="use the package aoti-guard build --key produced, or sign this one: aoti-guard sign PKG --key KEY",
-                )
-            )
-        findings.append(
-            warning(
-                "manifest.missing",
-                PHASE,
-                "no aoti-guard manifest: a plain AOTI package; only generic checks run",
-                hint="build it with aoti-guard build to get contract, hash and golden checks",
-            )
-        )
-        if verify_hashes:
-            findings += archive.check_readable()  # no hashes: CRCs are what is left to check
-        return TrustCheck(None, tuple(findings), detail)
+        return TrustCheck(None, tuple(_no_manifest(archive, public_key, verify_hashes=verify_hashes)), detail)
     try:
         raw = archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES)
     except READ_ERRORS as exc:
@@ -79,15 +58,7 @@ def check_archive(archive: Archive, public_key: PublicKey | None = None, *, veri
     try:
         manifest = parse_manifest(raw)
     except ManifestError as exc:
-        findings.append(
-            error(
-                exc.code,
-                PHASE,
-                str(exc),
-                found=exc.found,
-                hint="the manifest was damaged or written by a newer aoti-guard; rebuild or upgrade runtime_probe",
-            )
-        )
+        findings.append(_unparsed(exc))
         return TrustCheck(None, tuple(findings), detail)
     rules = check_manifest(manifest, archive)
     if rules:
@@ -96,6 +67,45 @@ def check_archive(archive: Archive, public_key: PublicKey | None = None, *, veri
         findings += check_hashes(archive, manifest.hashes)
         detail["hashes_checked"] = len(manifest.hashes)
     return TrustCheck(manifest, tuple(findings), detail)
+
+
+def _no_manifest(archive: Archive, public_key: PublicKey | None, *, verify_hashes: bool) -> list[Finding]:
+    """A plain AOTI package: nothing in it is signed, only generic checks run (its CRCs stand in
+    for the hashes it does not have)."""
+    findings: list[Finding] = []
+    if public_key is not None:
+        findings.append(
+            error(
+                "archive.signature_missing",
+                PHASE,
+                "the package has no aoti-guard manifest, so nothing in it is signed",
+                expected=f"a manifest signed by {short_id(public_key.key_id)}",
+                found="a plain AOTI package",
+                hint="use the package aoti-guard build --key produced, or sign this one: aoti-guard sign PKG --key KEY",
+            )
+        )
+    findings.append(
+        warning(
+            "manifest.missing",
+            PHASE,
+            "no aoti-guard manifest: a plain AOTI package; only generic checks run",
+            hint="build it with aoti-guard build to get contract, hash and golden checks",
+        )
+    )
+    if verify_hashes:
+        findings += archive.check_readable()  # no hashes: CRCs are what is left to check
+    return findings
+
+
+def _unparsed(exc: ManifestError) -> Finding:
+    """A manifest the parser refuses."""
+    return error(
+        exc.code,
+        PHASE,
+        str(exc),
+        found=exc.found,
+        hint="the manifest was damaged or written by a newer aoti-guard; rebuild or upgrade runtime_probe",
+    )
 
 
 def _unchecked(archive: Archive) -> Finding:

@@ -12,16 +12,18 @@ from runtime_probe.runtime import numerics
 pytestmark = pytest.mark.gpu
 
 
-def test_comparisons_on_the_gpu_give_the_cpu_answers() -> None:
+def test_comparisons_on_the_gpu_give_the_cpu_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(3, 1000, 700, generator=g)
     out = ref + 1e-4 * torch.randn(3, 1000, 700, generator=g)
     out[1, 2, 3], out[2, 5, 6], ref[2, 5, 6] = float("nan"), float("inf"), float("inf")
     out[0, 999, 1] += 2.0
-    for chunk in (None, 100_003):
-        cpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=chunk)
-        gpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=chunk, device="cuda")
+    for chunk in (numerics.CHUNK, 100_003):
+        monkeypatch.setattr(numerics, "CHUNK", chunk)
+        cpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5)
+        gpu = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, device="cuda")
         assert gpu == cpu
+    monkeypatch.undo()
     assert numerics.max_abs_diff(out, ref, device="cuda") == numerics.max_abs_diff(out, ref)
     assert numerics.max_rel_diff(out, ref, device="cuda") == numerics.max_rel_diff(out, ref)
     finite_out, finite_ref = out.nan_to_num(0.0, 0.0), ref.nan_to_num(0.0, 0.0)

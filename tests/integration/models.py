@@ -360,3 +360,22 @@ class FlatGRU(torch.nn.Module):
 def flat_gru() -> Any:
     torch.manual_seed(13)
     return FlatGRU().eval(), (torch.randn(2, 3, 256),)
+
+
+class DataCheck(torch.nn.Module):
+    """The model checks a value read from a tensor (pytorch#150539 class): ``b = x.item()``,
+    ``torch._check(b < y.shape[0])``, then ``y[:b]``. Export keeps the check as a runtime assert
+    over an unbacked symbol; the build must generate samples that satisfy it and record it."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        b = x.item()
+        torch._check(b >= 0)
+        torch._check(b < y.shape[0])
+        return y[:b] * 2
+
+
+def data_check() -> Any:
+    torch.manual_seed(11)
+    return BuildSpec(
+        DataCheck(), (torch.tensor(2), torch.randn(5, 3)), {}, {"x": None, "y": {0: Dim("n", min=2, max=64)}}, name="data_check"
+    )

@@ -20,6 +20,7 @@ from torch.export import Dim
 
 from aoti_guard.builder.export.hints import Tie
 from aoti_guard.builder.export.program import export_program
+from aoti_guard.builder.resolve.binding import bind
 from aoti_guard.spec import BuildSpec
 from runtime_probe.reporting.recorder import StepFailed
 
@@ -126,7 +127,7 @@ def test_a_factorys_dynamic_shapes_get_the_fix_in_code_and_the_code_exports() ->
     x = torch.randn(2, 32)
     spec = BuildSpec(Groups8(), (x,), {}, {"x": {1: Dim("seq", min=8, max=64)}})
     with pytest.raises(StepFailed) as stop:
-        export_program(spec, spec.dynamic_shapes)
+        export_program(spec, spec.dynamic_shapes, bind(spec.model, spec.args, spec.kwargs))
     (finding,) = stop.value.findings
     hint = finding.hint or ""
     code = "_seq = Dim('_seq', min=1, max=8); dynamic_shapes = {'x': {1: 8 * _seq}}"
@@ -246,6 +247,7 @@ def test_find_ties_reads_torchs_own_program_and_leaves_an_unrelated_input_alone(
     declared = declared_dims(dynamic, {"ids": args[0], "labels": args[1], "scale": args[2]})
     with pytest.raises(Exception, match="specialized it to be a constant"):
         torch.export.export(model, args, dynamic_shapes=dynamic)
-    ties = find_ties(model, args, {}, dynamic, declared)
+    binding = bind(model, args, {})
+    ties = find_ties(model, args, {}, dynamic, declared, binding)
     assert sorted(ties, key=lambda t: t.dim) == [Tie("labels", 0, "batch", 1, 0, 2), Tie("labels", 1, "seq", 1, 1, 17)]
-    assert find_ties(model, args, {}, dynamic, []) == ()
+    assert find_ties(model, args, {}, dynamic, [], binding) == ()

@@ -90,8 +90,8 @@ def test_check_values_names_the_id_and_its_index(mixed: GuardedModel) -> None:
     """Issue 13 item 4: the manifest's value_range (recorded by the build) checked on request."""
     x, ids, scale = _mixed_inputs()
     manifest = _with_value_range(mixed, "ids", (0, 9))  # Embedding(10, 8)
-    checked = GuardedModel(mixed.compiled, manifest, "cpu", None, check_values=True)
-    unchecked = GuardedModel(mixed.compiled, manifest, "cpu", None, check_values=False)
+    checked = GuardedModel(mixed.compiled, manifest, "cpu", check_values=True)
+    unchecked = GuardedModel(mixed.compiled, manifest, "cpu", check_values=False)
     assert checked(x, ids, scale=scale)[1].equal(ids * 2)
     bad = ids.clone()
     bad[2] = 1_000_000_000
@@ -103,7 +103,7 @@ def test_check_values_names_the_id_and_its_index(mixed: GuardedModel) -> None:
         checked(x, torch_full_like(ids, -1), scale=scale)
     unchecked.check(x, bad, scale=scale)  # the opt-out: no value is read
     with pytest.raises(InputContractError, match="ids holds 1000000000"):
-        GuardedModel(mixed.compiled, manifest, "cpu", None)(x, bad, scale=scale)  # on CPU, checked by default
+        GuardedModel(mixed.compiled, manifest, "cpu")(x, bad, scale=scale)  # on CPU, checked by default
 
 
 def torch_full_like(t: Any, value: int) -> Any:

@@ -337,4 +337,4 @@ def test_new_weights_say_under_the_verdict_that_nothing_was_compared(static_pkg:
     lines = proc.stdout.splitlines()
     verdict = next(i for i, line in enumerate(lines) if line.startswith("PASSED"))
     assert lines[verdict + 1].startswith("  NOT CHECKED: the weights differ from the build's"), proc.stdout[-2000:]
-    assert "aoti-guard build" in lines[verdict + 2]
+    assert "aoti-guard references PKG TARGET --weights FILE" in lines[verdict + 2]

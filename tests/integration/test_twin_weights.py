@@ -73,8 +73,8 @@ def test_a_reader_of_schema_1_2_sees_no_twin_it_would_crash(shared_pkg: Built, o
     where they would load it without constants and crash on its first call."""
     shared = _manifest_json(shared_pkg.path)
     # 1.4 added io.guards, 1.5 compact golden samples, 1.6 runtime_fqn, 1.7 the tolerances' origins,
-    # in_state_dict, tied_with and kept_constants; the twin keys are as in 1.3
-    assert shared["schema_version"] == "1.7"
+    # in_state_dict, tied_with and kept_constants, 1.8 user_code, references and data checks; the twin keys are as in 1.3
+    assert shared["schema_version"] == "1.8"
     assert shared["debug_twin"] is None and shared["debug_twin_without_weights"]["weights"] == "release"
     assert "aot_inductor.package_constants_in_so" in shared["debug_twin_without_weights"]["inductor_configs"]
     own = _manifest_json(own_pkg.path)

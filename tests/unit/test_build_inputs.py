@@ -12,6 +12,7 @@ from torch.export import Dim
 
 from aoti_guard import BuildSpec
 from aoti_guard.builder.export.program import eager_run, export_program, fresh_inputs
+from aoti_guard.builder.resolve.binding import bind
 
 
 class GrowsItsCache(torch.nn.Module):
@@ -42,7 +43,7 @@ def test_the_eager_run_leaves_the_examples_as_they_were() -> None:
 def test_export_after_the_eager_run_sees_the_original_examples() -> None:
     spec = _spec()
     eager_run(spec.model, spec)
-    ep = export_program(spec, spec.dynamic_shapes)
+    ep = export_program(spec, spec.dynamic_shapes, bind(spec.model, spec.args, spec.kwargs))
     args, _ = ep.example_inputs
     assert len(spec.args[2]) == 1
     assert len(args[2]) == 1

@@ -18,3 +18,13 @@ def test_every_command_takes_json_path() -> None:
     for command in ("build", "probe", "inspect", "diff"):
         text = CliRunner().invoke(cli, [command, "--help"], terminal_width=100).output
         assert "--json PATH" in text, command
+
+
+def test_references_help_teaches_the_rotation() -> None:
+    """Issue 43: the help says what TARGET is, that OUT is unsigned and how to sign it, and the three commands in order."""
+    text = CliRunner().invoke(cli, ["references", "--help"], terminal_width=100).output
+    assert "TARGET is the factory PACKAGE was built from" in text and "aoti-guard sign OUT.pt2 --key KEY" in text
+    lines = [line.strip() for line in text.splitlines()]
+    first = lines.index("aoti-guard references model.pt2 model.py:make --weights new.safetensors -o model-new.pt2")
+    assert lines[first + 1].startswith("aoti-guard sign model-new.pt2") and lines[first + 2].startswith("aoti-guard probe model-new.pt2")
+    assert "references" in CliRunner().invoke(cli, ["--help"], terminal_width=100).output

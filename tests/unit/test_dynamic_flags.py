@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -59,3 +61,61 @@ def test_the_hint_carries_the_suggestion_and_the_cli_form() -> None:
     assert "--dynamic x:1=8*_seq:1..64" in hint  # the input torch's line names, with torch's own range for _seq
     bare = export_hint(UserError("Constraints violated (seq)! For more information"))
     assert "narrow the Dim range" in bare
+
+
+def _calls_of(name: str) -> list[str]:
+    """Where product code calls ``name``: one "path:line" per call."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for path in sorted([*root.joinpath("aoti_guard").rglob("*.py"), *root.joinpath("runtime_probe").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                if callee == name:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_dynamic_text_is_parsed_in_one_place() -> None:
+    """The command line and a library caller give text; BuildOptions parses it once, and every
+    step reads the typed dims (check_options and the resolve step each parsed it before)."""
+    assert [where.split(":")[0] for where in _calls_of("parse_dynamic")] == ["aoti_guard/builder/options.py"]
+
+
+def test_a_bad_spec_gives_one_error_from_the_command_line_and_the_library(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aoti_guard.builder.options import BuildOptions
+    from aoti_guard.cli import main
+
+    bad = ("x:0=batch:1..8", "mask:0=batch:2..8")  # one name, two ranges
+    with pytest.raises(UsageError) as parsed:
+        parse_dynamic(bad)
+    with pytest.raises(UsageError) as library:
+        BuildOptions(output=str(tmp_path / "m.pt2"), dynamic=bad)  # type: ignore[arg-type]
+    assert (str(library.value), library.value.hint) == (str(parsed.value), parsed.value.hint)
+    assert main(["build", "-o", str(tmp_path / "m.pt2"), "--dynamic", bad[0], "--dynamic", bad[1]]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {parsed.value}" in err and str(parsed.value.hint) in err
+    assert not (tmp_path / "m.pt2").exists()
+
+
+def test_build_options_hold_the_typed_dims() -> None:
+    from dataclasses import replace
+
+    from aoti_guard.builder.options import BuildOptions
+
+    texts = ("ids:0=batch:1..8", "ids:1=8*seq8:1..64", "labels:1=seq8+1", "mask:1=2*seq8+3", "x:-1=n:4..")
+    options = BuildOptions(output="m.pt2", dynamic=texts)  # type: ignore[arg-type]
+    assert options.dynamic == tuple(parse_dynamic(texts))
+    assert [d.text for d in options.dynamic] == [
+        "ids:0=batch:1..8",
+        "ids:1=8*seq8:1..64",
+        "labels:1=seq8+1:1..64",
+        "mask:1=2*seq8+3:1..64",
+        "x:-1=n:4..",
+    ]
+    assert replace(options, device="cpu").dynamic == options.dynamic  # typed dims pass through unchanged
+    mixed = BuildOptions(output="m.pt2", dynamic=(options.dynamic[0], "ids:1=seq:1..4"))  # type: ignore[arg-type]
+    assert mixed.dynamic == tuple(parse_dynamic(["ids:0=batch:1..8", "ids:1=seq:1..4"]))

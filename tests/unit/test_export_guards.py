@@ -16,6 +16,7 @@ from torch.export import Dim
 from aoti_guard.builder.export import contract as contract_mod
 from aoti_guard.builder.export.guards import Untranslatable, read_guards, translate
 from aoti_guard.builder.golden import coverage, make_samples, satisfy_guards
+from aoti_guard.builder.resolve.binding import bind
 from runtime_probe.formats import symexpr
 from runtime_probe.guard.inputs import InputChecker
 from runtime_probe.package.manifest import Manifest, ShapeGuard, dump_manifest, parse_manifest
@@ -176,8 +177,9 @@ class _Capped(torch.nn.Module):
 
 def _judge(model: Any, args: tuple[Any, ...], dynamic: Any, *, accept: bool = False) -> Any:
     ep = torch.export.export(model, args, dynamic_shapes=dynamic)
-    contract = contract_mod.extract_contract(ep, args, {}, model=model, dynamic_shapes=dynamic)
-    declared = contract_mod.declared_dim_names(model, args, {}, dynamic)
+    binding = bind(model, args, {})
+    contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
+    declared = contract_mod.declared_dim_names(binding, args, {}, dynamic)
     return contract, read_guards(ep, contract, (args, {}), declared=declared, accept=accept)
 
 
@@ -235,8 +237,9 @@ def test_a_guard_that_cannot_be_translated_is_an_error_even_when_guards_are_acce
     dynamic = {"x": {1: Dim.DYNAMIC, 2: Dim.DYNAMIC}}
     ep = torch.export.export(model, args, dynamic_shapes=dynamic)
     ep._guards_code = ["math.floor(L['x'].size()[1] / 3) == 2"]  # what a float size guard prints as
-    contract = contract_mod.extract_contract(ep, args, {}, model=model, dynamic_shapes=dynamic)
-    report = read_guards(ep, contract, (args, {}), declared=contract_mod.declared_dim_names(model, args, {}, dynamic), accept=True)
+    binding = bind(model, args, {})
+    contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
+    report = read_guards(ep, contract, (args, {}), declared=contract_mod.declared_dim_names(binding, args, {}, dynamic), accept=True)
     (guard,) = report.guards
     assert guard.expr is None and guard.text == "math.floor(L['x'].size()[1] / 3) == 2"
     (finding,) = report.findings
@@ -254,7 +257,7 @@ def test_a_saved_program_is_judged_by_its_own_symbols(tmp_path: Any) -> None:
         torch.export.save(torch.export.export(model, args, dynamic_shapes=dynamic), str(path))
         ep = torch.export.load(str(path))
         in_args, in_kwargs = ep.example_inputs
-        contract = contract_mod.extract_contract(ep, in_args, in_kwargs)
+        contract = contract_mod.extract_contract(ep, in_args, in_kwargs, bind(ep, in_args, in_kwargs))
         report = read_guards(ep, contract, (in_args, in_kwargs), declared=None, accept=False)
         assert len(report.guards) == recorded and report.failed is bool(recorded)
 

@@ -32,7 +32,9 @@ EXAMPLES = [torch.randint(0, 1000, (2, 12)), torch.ones(2, 12, dtype=torch.int64
 
 def _recipes(shape: tuple[int, int], seed: int = 0) -> tuple[list[InputRecipe], dict[str, torch.Tensor]]:
     templates = R.plan(SPECS, EXAMPLES)
-    recipes = [R.recipe(s.name, templates[s.name], None, "int64", shape, (shape[1], 1), R.input_seed(seed, "max", s.name)) for s in SPECS]
+    recipes = [
+        R.recipe(s.name, templates[s.name], None, R.Sized("int64", shape, (shape[1], 1)), R.input_seed(seed, "max", s.name)) for s in SPECS
+    ]
     made = R.generate(recipes, {})
     return [dataclasses.replace(r, sha256=R.sha256_of(made[r.input])) for r in recipes], made
 
@@ -59,7 +61,7 @@ def test_a_bool_mask_that_is_mostly_false_keeps_false_and_pads_with_true() -> No
     example[1] = True
     t = R.plan([spec], [example])["mask"]
     assert (t.kind, t.keep, t.pad) == ("mask", 0, 1)
-    made = R.generate([R.recipe("mask", t, None, "bool", (3, 8), (8, 1), 5)], {})["mask"]
+    made = R.generate([R.recipe("mask", t, None, R.Sized("bool", (3, 8), (8, 1)), 5)], {})["mask"]
     assert made.dtype == torch.bool and made[0].any() and made[1].any() and not made[2].any()
 
 
@@ -84,7 +86,7 @@ def test_the_recipe_regenerates_bit_exactly_in_a_fresh_process(tmp_path: Path) -
     recipes, _ = _recipes((5, 17), seed=3)
     pool_spec = InputSpec("x", "x", "tensor", 0, TensorSpec("bfloat16", (BATCH, 4), (4, 1), True, "cpu"))
     t = R.plan([pool_spec], [torch.randn(3, 4).to(torch.bfloat16)])["x"]
-    x = R.recipe("x", t, "pool.x", "bfloat16", (7, 4), (1, 7), 11)  # a transposed layout
+    x = R.recipe("x", t, "pool.x", R.Sized("bfloat16", (7, 4), (1, 7)), 11)  # a transposed layout
     x = dataclasses.replace(x, sha256=R.sha256_of(R.generate([x], {"pool.x": t.pool})["x"]))
     recipes.append(x)
     _safetensors.dump({"pool.x": t.pool}, tmp_path / "pools.safetensors")
@@ -128,7 +130,7 @@ def _close(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float) -> di
     sum_tol, minmax_tol = _compact.tolerances(stats, atol, rtol)
     at = torch.tensor(_compact.positions(ref.numel()), dtype=torch.int64)
     digest = {"shape": list(ref.shape), "dtype": "float32", **stats, "sum_tol": sum_tol, "minmax_tol": minmax_tol}
-    return _compact.check(out, digest, at, ref.reshape(-1)[at], atol=atol, rtol=rtol, equal_nan=False, device=None)
+    return _compact.check(out, digest, at, ref.reshape(-1)[at], _compact.Bound(atol, rtol), device=None)
 
 
 def test_an_output_at_the_edge_of_its_elementwise_tolerance_passes_the_statistics() -> None:

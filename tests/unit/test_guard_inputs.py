@@ -278,7 +278,7 @@ def test_the_flat_run_takes_the_leaves_in_the_exports_order_not_forwards() -> No
     object.__setattr__(reordered, "params", tuple(reversed(manifest.io.params)))  # forward(cache, ids)
     object.__setattr__(manifest, "io", reordered)
     runner = _FlatRunner()
-    model = GuardedModel(runner, manifest, "cpu", None)
+    model = GuardedModel(runner, manifest, "cpu")
     ids, k, v = torch.zeros(2, 1, dtype=torch.int64), torch.randn(2, 2, 5, 4), torch.randn(2, 2, 5, 4)
     out = model(cache={"key_cache.0": k, "value_cache.0": v}, ids=ids)
     assert runner.seen[0] is ids and runner.seen[1] is k and runner.seen[2] is v

@@ -54,7 +54,7 @@ def _guarded(weightless: bool = False) -> Any:
     from runtime_probe.guard.weights import UnsetConstants
 
     manifest = _manifest(weightless=weightless)
-    return GuardedModel(_Compiled(), manifest, "cpu", None, unset=UnsetConstants.for_package(manifest))
+    return GuardedModel(_Compiled(), manifest, "cpu", unset=UnsetConstants.for_package(manifest))
 
 
 def _state_dict() -> dict[str, Any]:

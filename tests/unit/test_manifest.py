@@ -77,8 +77,8 @@ def test_newer_major_is_refused(version: Any) -> None:
 @pytest.mark.parametrize(
     ("version", "said"),
     [
-        (1.6, 'the JSON number 1.6: it must be a string like "1.7"'),
-        (99, 'the JSON number 99: it must be a string like "1.7"'),
+        (1.6, 'the JSON number 1.6: it must be a string like "1.8"'),
+        (99, 'the JSON number 99: it must be a string like "1.8"'),
         (True, "a boolean"),
         ("\u00b9.6", "not MAJOR.MINOR in ASCII digits"),  # superscript one: isdigit() says yes, int() no
         ("\u0661.6", "not MAJOR.MINOR in ASCII digits"),  # Arabic-Indic one: int() reads it, we do not

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 import torch
@@ -25,37 +26,45 @@ def _pair(shape: tuple[int, ...], seed: int = 0) -> tuple[torch.Tensor, torch.Te
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, None])
-def test_chunked_stats_equal_one_chunk(chunk: int | None) -> None:
+def test_chunked_stats_equal_one_chunk(chunk: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     out, ref = _pair((6, 5, 4))
     flat_out = out.reshape(-1)
     flat_out[3], flat_out[17], flat_out[40] = float("nan"), float("inf"), flat_out[40] + 5.0  # the worst, in a later chunk
     ref.reshape(-1)[17] = float("inf")
-    whole = numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=out.numel())
-    assert numerics.stats(out, ref, atol=1e-5, rtol=1e-5, chunk=chunk) == whole
+    whole = _chunked(monkeypatch, out.numel(), out, ref, atol=1e-5, rtol=1e-5)
+    assert _chunked(monkeypatch, chunk, out, ref, atol=1e-5, rtol=1e-5) == whole
     assert whole["worst_index"] == [0, 0, 3]  # flat 3: the NaN's excess is inf, the first of the largest
     assert whole["nonfinite"] == 2 and whole["ref_nonfinite"] == 1
     assert whole["passed"] is False and whole["max_abs"] == "inf"
 
 
-def test_worst_index_is_the_first_largest_across_chunks() -> None:
+def _chunked(monkeypatch: pytest.MonkeyPatch, chunk: int | None, out: torch.Tensor, ref: torch.Tensor, **rule: Any) -> dict[str, Any]:
+    """``numerics.stats`` walking ``chunk`` elements at a time (None: the module's own chunk)."""
+    with monkeypatch.context() as m:
+        if chunk is not None:
+            m.setattr(numerics, "CHUNK", chunk)
+        return numerics.stats(out, ref, **rule)
+
+
+def test_worst_index_is_the_first_largest_across_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     ref = torch.zeros(4, 10)
     out = ref.clone()
     out[1, 2] = 3.0
     out[3, 9] = 3.0  # as large, later: argmax keeps the first
     out[0, 0] = 1.0
-    got = numerics.stats(out, ref, atol=0.0, rtol=0.0, chunk=3)
+    got = _chunked(monkeypatch, 3, out, ref, atol=0.0, rtol=0.0)
     assert got["worst_index"] == [1, 2] and got["mismatched"] == 3 and got["max_abs"] == 3.0
 
 
-def test_chunked_stats_on_transposed_and_exact_dtypes() -> None:
+def test_chunked_stats_on_transposed_and_exact_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
     out, ref = _pair((8, 9))
-    assert numerics.stats(out.t(), ref.t(), atol=0.0, rtol=0.0, chunk=5) == numerics.stats(
+    assert _chunked(monkeypatch, 5, out.t(), ref.t(), atol=0.0, rtol=0.0) == numerics.stats(
         out.t().contiguous(), ref.t().contiguous(), atol=0.0, rtol=0.0
     )
     ints = torch.arange(30).reshape(5, 6)
     other = ints.clone()
     other[4, 5] = 99
-    got = numerics.stats(other, ints, atol=0.0, rtol=0.0, chunk=4)
+    got = _chunked(monkeypatch, 4, other, ints, atol=0.0, rtol=0.0)
     assert got["passed"] is False and got["mismatched"] == 1 and got["max_abs"] == 70.0
 
 

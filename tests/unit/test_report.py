@@ -136,6 +136,20 @@ def test_a_pass_with_new_weights_says_under_the_verdict_that_nothing_was_compare
     assert "NOT CHECKED" not in render_text(_report())
 
 
+def test_references_made_for_weights_not_given_are_said_under_the_verdict() -> None:
+    """Issue 43: a package whose references were made for weights given at load, probed without
+    them, ran the .so's own weights uncompared: the text report says so under PASSED."""
+    note = info(
+        "constants.references_need_weights",
+        "constants",
+        "the golden references were made for the weights new.safetensors",
+        hint="--weights",
+    )
+    r = Report(kind="probe", package={"path": "m.pt2"}, phases=(make_phase("constants", 0.1, [note]),))
+    tail = render_text(r).splitlines()[-3:]
+    assert tail[0].startswith("PASSED") and tail[1] == "  NOT CHECKED: the golden references were made for the weights new.safetensors"
+
+
 def test_the_text_report_says_an_inputs_file_ran_and_with_which_inputs() -> None:
     """Issue 44: a probe with --inputs says which file ran and which inputs it fed; without one, nothing."""
     runs = [{"sample": "max", "stored": "full"}, {"sample": "inputs", "file": "/data/req\\x1b.safetensors", "inputs": ["x", "ids"]}]

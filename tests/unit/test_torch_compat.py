@@ -119,7 +119,7 @@ _PRIVATE = re.compile(r"^torch\.(_C|_inductor|_dynamo|_guards|_export)(\.|$)|^to
 # private names used elsewhere on purpose, each with why
 _ALLOWED = {
     # a missing _functorch only loses the wrapper's name in the refusal (getattr with a default)
-    ("runtime_probe/guard/rules.py", "torch._C"),
+    ("runtime_probe/guard/refusals.py", "torch._C"),
 }
 
 

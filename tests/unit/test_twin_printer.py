@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runtime_probe.ladder import printer, steps
-from runtime_probe.ladder.findings import twin_findings
+from runtime_probe.ladder.findings import TwinContext, twin_findings
 from runtime_probe.ladder.readers import kernel_trace
 from runtime_probe.reporting.findings import Severity
 from runtime_probe.reporting.report import make_phase
@@ -97,9 +97,7 @@ def test_twin_findings_name_the_nan_kernel_not_the_mask() -> None:
         replay_kind="nonfinite",
         device_type="cpu",
         crash_signal=None,
-        baseline=MASK_BASELINE,
-        input_name=lambda i: ["x", "mask"][i],
-        sample="the --inputs",
+        context=TwinContext(baseline=MASK_BASELINE, input_name=lambda i: ["x", "mask"][i], sample="the --inputs"),
     )
     [f] = found
     assert f.severity is Severity.ERROR and f.code == "run.nonfinite"
@@ -112,7 +110,12 @@ def test_twin_findings_name_the_nan_kernel_not_the_mask() -> None:
 def test_twin_findings_name_an_input_that_holds_nan_on_entry() -> None:
     text = _block("", "", "arg0_1", "0", "1") + _block("", "", "arg1_1", "nan", "nan")
     found, _ = twin_findings(
-        text, "", replay_kind="nonfinite", device_type="cpu", crash_signal=None, baseline={}, input_name=lambda i: ["x", "mask"][i]
+        text,
+        "",
+        replay_kind="nonfinite",
+        device_type="cpu",
+        crash_signal=None,
+        context=TwinContext(baseline={}, input_name=lambda i: ["x", "mask"][i]),
     )
     [f] = found
     assert f.severity is Severity.ERROR and f.evidence["argument"] == "mask" and "before any kernel ran" in f.message
@@ -142,8 +145,8 @@ def test_a_ladder_whose_twin_names_nothing_does_not_pass(monkeypatch: pytest.Mon
     escalate.no_verdict instead of reading as passed."""
     good = (DATA / "masked_nan_good.stdout").read_text()
 
-    def attempt(ctx: Any, replay: Any, **kw: Any) -> Any:
-        printed = good if kw["path"].endswith("twin.pt2") else ""  # the twin prints; the strict rerun does not
+    def attempt(ctx: Any, replay: Any, target: Any, **kw: Any) -> Any:
+        printed = good if target.path.endswith("twin.pt2") else ""  # the twin prints; the strict rerun does not
         return steps._Outcome(False, printed, "", None, {"outputs": {"y": {"nonfinite": 3}}})
 
     baseline = SimpleNamespace(names={k: tuple(v) for k, v in MASK_BASELINE.items()})

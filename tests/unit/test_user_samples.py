@@ -65,8 +65,9 @@ def test_mappings_and_files_get_unique_ids_never_the_builds_own(tmp_path: Path) 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     paths = [write(tmp_path / d / "req.safetensors", good()) for d in ("a", "b")] + [write(tmp_path / "max.safetensors", good())]
+    paths.append(write(tmp_path / "edge-overflow.safetensors", good()))  # a half-precision edge sample's id
     samples, _ = load([good(), *paths])
-    assert [s.id for s in samples] == ["user1", "req", "req-2", "user-max"]
+    assert [s.id for s in samples] == ["user1", "req", "req-2", "user-max", "user-edge-overflow"]
 
 
 def test_an_unknown_name_is_refused(tmp_path: Path) -> None:

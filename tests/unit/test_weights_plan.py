@@ -13,7 +13,7 @@ import pytest
 
 from runtime_probe.formats.safetensors import dump, tensor_bytes
 from runtime_probe.package.manifest import ConstantSpec, parse_manifest
-from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved, plan_weights
+from runtime_probe.package.weights import ValueChecks, carries_weights, check_weights, keeps_unsaved, plan_weights
 from runtime_probe.reporting.findings import Finding, has_errors
 
 
@@ -50,7 +50,7 @@ def _errors(findings: list[Finding]) -> list[tuple[str, str]]:
 
 def test_a_state_dict_is_taken_as_it_is() -> None:
     """Issue 43: the rotary inv_freq is no state_dict()'s; it keeps the package's value."""
-    plan = plan_weights(STATE_DICT, QWEN, source="the weights file", same_tensor=lambda a, b: True)
+    plan = plan_weights(STATE_DICT, QWEN, source="the weights file", values=ValueChecks(same_tensor=lambda a, b: True))
     assert not has_errors(plan.findings), plan.findings
     assert plan.sources == {"model.norm.weight": "model.norm.weight", "lm_head.weight": "lm_head.weight"}
     assert plan.kept == ("model.rotary_emb.inv_freq",)
@@ -85,7 +85,7 @@ def test_anything_else_is_refused_by_name(given: dict[str, Any], code: str, name
 
 
 def test_two_tied_names_with_different_values_are_refused() -> None:
-    plan = plan_weights(STATE_DICT, QWEN, source="the weights file", same_tensor=lambda a, b: False)
+    plan = plan_weights(STATE_DICT, QWEN, source="the weights file", values=ValueChecks(same_tensor=lambda a, b: False))
     assert _errors(plan.findings) == [("constants.tied_mismatch", "lm_head.weight")]
 
 
@@ -111,9 +111,9 @@ def test_a_partial_update_asks_for_nothing_and_keeps_the_rest() -> None:
 def test_an_inlined_constant_is_accepted_only_with_the_builds_value() -> None:
     specs = [_spec("lin.weight", (4, 4)), _spec("lin.bias", (4,), storage="inlined", sha256="ab" * 32)]
     given = {"lin.weight": ("float32", (4, 4)), "lin.bias": ("float32", (4,))}
-    same = plan_weights(given, specs, source="the weights file", build_value=lambda name, spec: True)
+    same = plan_weights(given, specs, source="the weights file", values=ValueChecks(build_value=lambda name, spec: True))
     assert not has_errors(same.findings) and "lin.bias" not in same.names
-    changed = plan_weights(given, specs, source="the weights file", build_value=lambda name, spec: False)
+    changed = plan_weights(given, specs, source="the weights file", values=ValueChecks(build_value=lambda name, spec: False))
     assert _errors(changed.findings) == [("constants.unexpected", "lin.bias")]
     assert "inlined" in changed.findings[0].message
 

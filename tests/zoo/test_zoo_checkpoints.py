@@ -158,7 +158,7 @@ def test_new_weights_pass_with_a_plain_not_checked_line(qwen_pkg: Built, tmp_pat
     assert proc.returncode == 0, proc.stdout[-3000:]
     verdict = proc.stdout.splitlines().index(next(ln for ln in proc.stdout.splitlines() if ln.startswith("PASSED")))
     below = "\n".join(proc.stdout.splitlines()[verdict + 1 :])
-    assert "NOT CHECKED: the weights differ from the build's" in below and "aoti-guard build" in below
+    assert "NOT CHECKED: the weights differ from the build's" in below and "aoti-guard references" in below
 
 
 def test_the_guarded_loader_takes_the_checkpoints(qwen_pkg: Built, files: dict[str, Path]) -> None:
@@ -228,3 +228,26 @@ def test_the_guarded_loader_refuses_calls_until_the_weights_are_given(qwen_nowei
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert proc.stdout.split() == ["REFUSED", "constants.missing", "lm_head.weight", "OK"]
+
+
+def test_a_retrained_save_pretrained_checkpoint_is_validated_through_new_references(qwen_pkg: Built, tmp_path: Path) -> None:
+    """Issue 43: a rotation to a retrained checkpoint (save_pretrained: no inv_freq, no tied
+    lm_head copy) gets references of its own (aoti-guard references), and the probe compares."""
+    import torch
+
+    from tests.integration.conftest import run_cli
+
+    model = _model().model()
+    torch.manual_seed(11)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.0 + 0.05 * torch.rand_like(p))
+    model.save_pretrained(str(tmp_path / "retrained"))
+    new = tmp_path / "retrained" / "model.safetensors"
+    assert "lm_head.weight" not in _tensor_names(new) and "model.rotary_emb.inv_freq" not in _tensor_names(new)
+    out = tmp_path / "rotated.pt2"
+    made = run_cli("references", str(qwen_pkg.path), TARGET, "--weights", str(new), "-o", str(out))
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-3000:]
+    proc, report = _probe(out, tmp_path, "--weights", str(new))
+    assert proc.returncode == 0 and "NOT CHECKED" not in proc.stdout, proc.stdout[-3000:]
+    assert next(p for p in report["phases"] if p["name"] == "golden")["detail"]["compared"] is True

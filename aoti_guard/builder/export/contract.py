@@ -8,16 +8,16 @@ lets the probe and the guarded loader say "x: dim 0 is 100, above the maximum 64
 from __future__ import annotations
 
 import hashlib
-import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from aoti_guard.builder.export.data_checks import read_data_checks
 from aoti_guard.builder.export.value_ranges import index_value_ranges
+from aoti_guard.builder.resolve.binding import Binding
 from runtime_probe.package.manifest import ConstantSpec, Dim, InputSpec, IOContract, OutputSpec, ParamSpec, Symbol, TensorSpec
 
 __all__ = [
-    "bind_example",
     "declared_dim_names",
     "dtype_name",
     "extract_constants",
@@ -26,14 +26,6 @@ __all__ = [
     "leaf_name",
     "tied_names",
 ]
-
-_KIND_NAMES = {
-    inspect.Parameter.POSITIONAL_ONLY: "positional_only",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional_or_keyword",
-    inspect.Parameter.KEYWORD_ONLY: "keyword_only",
-    inspect.Parameter.VAR_POSITIONAL: "var_positional",
-    inspect.Parameter.VAR_KEYWORD: "var_keyword",
-}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -47,48 +39,6 @@ def jsonable_value(value: Any) -> Any:
     if isinstance(value, float):
         return value if value == value and abs(value) != float("inf") else repr(value)
     return repr(value)
-
-
-def _signature(model: Any) -> inspect.Signature | None:
-    try:
-        forward = model.forward if hasattr(model, "forward") else model
-        return inspect.signature(forward)
-    except (TypeError, ValueError):
-        return None
-
-
-def _params(sig: inspect.Signature | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[ParamSpec]:
-    if sig is None:
-        return [ParamSpec(f"arg{i}", "positional_only", "positional") for i in range(len(args))] + [
-            ParamSpec(k, "keyword_only", "keyword") for k in kwargs
-        ]
-    out = []
-    positional_seen = 0
-    extra_kwargs = set(kwargs)
-    for p in sig.parameters.values():
-        kind = _KIND_NAMES[p.kind]
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            passed = "positional" if positional_seen < len(args) else "omitted"
-            positional_seen = len(args)
-        elif p.kind is inspect.Parameter.VAR_KEYWORD:
-            passed = "keyword" if extra_kwargs else "omitted"
-        elif p.kind is not inspect.Parameter.KEYWORD_ONLY and positional_seen < len(args):
-            passed = "positional"
-            positional_seen += 1
-        elif p.name in kwargs:
-            passed = "keyword"
-            extra_kwargs.discard(p.name)
-        else:
-            passed = "omitted"
-        out.append(ParamSpec(p.name, kind, passed))
-    return out
-
-
-def bind_example(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The example inputs by parameter name, as ``model.forward`` would bind them."""
-    params = _params(_signature(model), args, kwargs)
-    positional = [p.name for p in params if p.kind in ("positional_only", "positional_or_keyword")]
-    return dict(zip(positional, args)) | dict(kwargs)
 
 
 def leaf_name(path: Sequence[Any], params: Sequence[ParamSpec]) -> tuple[str, str]:
@@ -176,11 +126,11 @@ def _symbol_names(
     return out, roots
 
 
-def declared_dim_names(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], dynamic_shapes: Any) -> dict[str, dict[int, str]]:
+def declared_dim_names(binding: Binding, args: Sequence[Any], kwargs: Mapping[str, Any], dynamic_shapes: Any) -> dict[str, dict[int, str]]:
     """Leaf name -> {dim index: the name of the user's ``Dim``}, as the user's dynamic_shapes
     declare them: two dims given one ``Dim`` share its name; ``Dim.DYNAMIC``/``Dim.AUTO`` and
     derived dims (``8 * Dim("s")``) have none."""
-    return _symbol_names(dynamic_shapes, args, kwargs, _params(_signature(model), args, kwargs))[0]
+    return _symbol_names(dynamic_shapes, args, kwargs, binding.params)[0]
 
 
 def _expr(value: Any, rename: Mapping[str, str]) -> int | str:
@@ -193,14 +143,14 @@ def _expr(value: Any, rename: Mapping[str, str]) -> int | str:
 
 
 def extract_contract(
-    ep: Any, args: Sequence[Any], kwargs: Mapping[str, Any], *, model: Any = None, dynamic_shapes: Any = None, eager_outputs: Any = None
+    ep: Any, args: Sequence[Any], kwargs: Mapping[str, Any], binding: Binding, *, dynamic_shapes: Any = None, eager_outputs: Any = None
 ) -> IOContract:
-    """Build the I/O contract from an ExportedProgram and the example inputs it was exported with."""
+    """Build the I/O contract from an ExportedProgram and the example inputs it was exported with;
+    ``binding``: the example bound to the model's signature (``binding.bind``, once per build)."""
     import torch
     from torch.utils import _pytree as pytree
 
-    sig = _signature(model if model is not None and not isinstance(model, torch.export.ExportedProgram) else ep.module())
-    params = _params(sig, args, kwargs)
+    params = binding.params
     in_spec = ep.call_spec.in_spec
     ordered_kwargs = {k: kwargs[k] for k in spec_kwarg_order(in_spec, kwargs)}
     leaves = pytree.tree_flatten_with_path((tuple(args), ordered_kwargs))[0]
@@ -222,7 +172,7 @@ def extract_contract(
         lo, hi = implied.get(sym, (vr.lower, vr.upper))
         symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
     outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
-    return IOContract(
+    contract = IOContract(
         params=tuple(params),
         inputs=tuple(inputs),
         outputs=tuple(outputs),
@@ -230,6 +180,7 @@ def extract_contract(
         in_spec=pytree.treespec_dumps(in_spec),
         out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
     )
+    return read_data_checks(ep, contract)  # the model's checks on input values (x.item())
 
 
 def _user_inputs(ep: Any) -> tuple[list[Any], list[Any]]:

@@ -20,6 +20,7 @@ from aoti_guard.builder.export.hints import (
 )
 from aoti_guard.builder.export.ranges import example_outside_advice
 from aoti_guard.builder.export.ties import find_ties
+from aoti_guard.builder.resolve.binding import Binding
 from aoti_guard.builder.resolve.target import describe_exception
 from aoti_guard.spec import BuildSpec
 from runtime_probe.reporting.findings import error
@@ -65,10 +66,11 @@ def eager_run(eager_fn: Any, spec: BuildSpec) -> Any:
         ) from exc
 
 
-def export_program(spec: BuildSpec, dynamic: Any, *, from_flags: bool = False) -> Any:
+def export_program(spec: BuildSpec, dynamic: Any, binding: Binding, *, from_flags: bool = False) -> Any:
     """``torch.export.export`` of the spec. Raises StepFailed with torch's message, line by line,
-    and a hint built from it (``export_hint``). ``from_flags``: the dynamic dims came from
-    ``--dynamic`` (the hint then gives flags first)."""
+    and a hint built from it (``export_hint``). ``binding``: the example bound to the model's
+    signature at resolve; ``from_flags``: the dynamic dims came from ``--dynamic`` (the hint then
+    gives flags first)."""
     import torch
 
     args, kwargs = fresh_inputs(spec)
@@ -79,8 +81,8 @@ def export_program(spec: BuildSpec, dynamic: Any, *, from_flags: bool = False) -
         exhausted = resources.from_exception(exc)
         if exhausted is not None:
             raise StepFailed([resources.finding(exhausted, "export", f"exporting {spec.label}")], exhausted.what) from exc
-        declared = _declared(spec, dynamic)
-        ties = _ties(spec, dynamic, declared, f"{exc}")
+        declared = _declared(spec, dynamic, binding)
+        ties = _ties(spec, dynamic, declared, f"{exc}", binding)
         advice = export_advice(exc, declared, from_flags=from_flags, ties=ties)
         raise StepFailed(
             [
@@ -101,23 +103,21 @@ _MESSAGE_LINES = 60  # torch's constraint errors list a line per guard before "S
 _FOUND_CHARS = 8000
 
 
-def _declared(spec: BuildSpec, dynamic: Any) -> list[Declared]:
+def _declared(spec: BuildSpec, dynamic: Any, binding: Binding) -> list[Declared]:
     """The dims the user declared dynamic, for the hint; none where they cannot be read."""
-    from aoti_guard.builder.export.contract import bind_example
-
     try:
-        return declared_dims(dynamic, bind_example(spec.model, spec.args, spec.kwargs))
+        return declared_dims(dynamic, binding.values(spec.args, spec.kwargs))
     except Exception:  # noqa: BLE001 - the hint falls back on the dims torch's message names
         return []
 
 
-def _ties(spec: BuildSpec, dynamic: Any, declared: Sequence[Declared], text: str) -> tuple[Tie, ...]:
+def _ties(spec: BuildSpec, dynamic: Any, declared: Sequence[Declared], text: str, binding: Binding) -> tuple[Tie, ...]:
     """The static inputs tied to a declared dim that torch pinned to its example's size
     (export/ties.py: one more export); none when no declared dim was pinned that way."""
     if not pinned_by_a_tie(text, declared):
         return ()
     args, kwargs = fresh_inputs(spec)
-    return find_ties(spec.model, args, kwargs, dynamic, declared)
+    return find_ties(spec.model, args, kwargs, dynamic, declared, binding)
 
 
 def export_advice(exc: BaseException, declared: Sequence[Declared] = (), *, from_flags: bool = False, ties: Sequence[Tie] = ()) -> Advice:

@@ -26,31 +26,34 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aoti_guard.builder.export.hints import Declared, Tie, suggested_fixes
+from aoti_guard.builder.resolve.binding import Binding
 
 __all__ = ["find_ties"]
 
 _LINEAR = re.compile(r"^(?:(?P<mul>\d+)\*)?(?P<root>[A-Za-z_]\w*)(?:\+(?P<add>\d+))?$")
 
 
-def find_ties(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], dynamic: Any, declared: Sequence[Declared]) -> tuple[Tie, ...]:
+def find_ties(
+    model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], dynamic: Any, declared: Sequence[Declared], binding: Binding
+) -> tuple[Tie, ...]:
     """The undeclared input dims tied to the declared symbols (``Tie``); empty where the second
-    export fails or finds none. ``args``/``kwargs``: a fresh copy of the example inputs (the
-    export may change them in place)."""
+    export fails or finds none. ``args``/``kwargs``: a fresh copy of the example inputs (the export
+    may change them in place); ``binding``: the example bound to ``model``'s signature."""
     import torch
 
-    from aoti_guard.builder.export.contract import bind_example, extract_contract
+    from aoti_guard.builder.export.contract import extract_contract
 
     if not declared:
         return ()
     names = {d.name for d in declared}
+    bound = binding.values(args, kwargs)
     try:
-        bound = bind_example(model, args, kwargs)
         free = _undeclared_free(dynamic, bound)
     except Exception:  # noqa: BLE001 - a diagnosis only: the refusal's own hint stands without it
         return ()
     try:
         ep = torch.export.export(model, tuple(args), dict(kwargs), dynamic_shapes=free)
-        contract = extract_contract(ep, args, kwargs, model=model, dynamic_shapes=free)
+        contract = extract_contract(ep, args, kwargs, binding, dynamic_shapes=free)
     except Exception as exc:  # noqa: BLE001 - a diagnosis only: the refusal's own hint stands without it
         return _ties_in_refusal(str(exc), names, bound)
     at = {(d.input, d.dim) for d in declared}

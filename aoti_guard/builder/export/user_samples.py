@@ -21,6 +21,7 @@ from typing import Any
 
 from aoti_guard.builder.golden import Sample
 from runtime_probe.formats import safetensors as _safetensors
+from runtime_probe.golden.recipe import EDGE_SAMPLE_IDS
 from runtime_probe.guard.env import Env
 from runtime_probe.guard.rules import Check, compile_leaf
 from runtime_probe.guard.shape_guards import compile_guards
@@ -34,7 +35,7 @@ from runtime_probe.reporting.paths import plain_name
 __all__ = ["check_sources", "load_user_samples"]
 
 # The ids the build and the probe give samples of their own: a user sample never takes one.
-_RESERVED = frozenset({"example", "min", "max", "mid", *PROBE_RUNS})
+_RESERVED = frozenset({"example", "min", "max", "mid", *EDGE_SAMPLE_IDS, *PROBE_RUNS})
 _MAX_ID = 40
 
 

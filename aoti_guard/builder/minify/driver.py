@@ -93,9 +93,14 @@ AUTO_MINIFY_S = 120.0
 
 
 def bisected_to_compiler(phases: Sequence[PhaseResult]) -> bool:
-    """The stage bisection found Inductor or the package departing first (build.first_divergence)."""
+    """The stage bisection found Inductor or the package departing first (build.first_divergence),
+    with no remedy verified for it (a verified one, validate/precision.py, has named the cause:
+    nothing is left for the minifier to find)."""
     return any(
-        f.code == "build.first_divergence" and f.severity.value == "error" and f.evidence.get("first") in ("inductor", "package")
+        f.code == "build.first_divergence"
+        and f.severity.value == "error"
+        and f.evidence.get("first") in ("inductor", "package")
+        and not (f.evidence.get("remedy") or {}).get("verified")
         for p in phases
         for f in p.findings
     )

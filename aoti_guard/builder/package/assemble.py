@@ -155,6 +155,7 @@ def assemble(job: PackageJob, timings: dict[str, float] | None = None) -> tuple[
         },
         aoti_metadata=release.aoti_meta,
         kept_constants=layout.KEPT_CONSTANTS if kept is not None else None,
+        user_code=job.outcome.user_code,
     )
     signed = _append_manifest(job, manifest)
     clock.mark("manifest")

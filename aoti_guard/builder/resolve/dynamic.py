@@ -39,6 +39,18 @@ class DynamicDim:
     mul: int = 1  # the size is mul * NAME + add
     add: int = 0
 
+    @property
+    def text(self) -> str:
+        """The flag's text, as ``parse_dynamic`` reads it back."""
+        size = f"{self.mul}*{self.name}" if self.mul != 1 else self.name
+        size += f"+{self.add}" if self.add else ""
+        bounds = (
+            ""
+            if self.min is None and self.max is None
+            else f":{'' if self.min is None else self.min}..{'' if self.max is None else self.max}"
+        )
+        return f"{self.input}:{self.dim}={size}{bounds}"
+
 
 def parse_dynamic(flags: Sequence[str]) -> list[DynamicDim]:
     """Parse the flags. Raises UsageError naming the bad flag and the expected syntax."""

@@ -12,7 +12,7 @@ captured inputs alone pass the cap, or an output has no compact form (complex nu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from runtime_probe.golden import compact as _compact
 from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, OutputDigest, Tolerance, reference_tolerance
 from runtime_probe.reporting.findings import Finding, warning
 
-__all__ = ["GoldenStore"]
+__all__ = ["FORMAT", "GoldenStore", "output_digest"]
 
 FORMAT = "aoti-guard golden v2"  # v2: value pools, and the subsets of compact samples' outputs
 
@@ -148,20 +148,37 @@ class GoldenStore:
             ins = _put(tensors, f"c{j}.in.", c.captured.items())
             digests = []
             for d in c.digests:
-                tol = reference_tolerance(tolerances, d.name)
-                sum_tol, minmax_tol = _compact.tolerances(d.stats, tol.atol, tol.rtol)
                 tensors[f"c{j}.at.{d.name}"], tensors[f"c{j}.ref.{d.name}"] = d.indices, d.values
-                st = d.stats
-                digests.append(
-                    OutputDigest(
-                        d.name, d.dtype, d.shape, f"c{j}.at.{d.name}", f"c{j}.ref.{d.name}", int(st["nonfinite"]),
-                        st["sum"], st["abs_sum"], st["min"], st["max"], sum_tol, minmax_tol,
-                    )
-                )  # fmt: skip
+                tol = reference_tolerance(tolerances, d.name)
+                place = DigestPlace(d.name, d.dtype, d.shape, f"c{j}.at.{d.name}", f"c{j}.ref.{d.name}")
+                digests.append(output_digest(place, d.stats, tol))
             generated = [r for r in c.sample.recipes if r.input not in c.captured]
             compact.append(CompactSample(c.sample.id, dict(c.sample.symbols), c.sample.origin, ins, tuple(generated), tuple(digests)))
         del torch
         return _safetensors.dumps(tensors, {"format": FORMAT}), index, compact
+
+
+@dataclass(frozen=True)
+class DigestPlace:
+    """Which output a compact digest is of, and its two keys in the golden file."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    indices: str  # the golden file's key of the sampled positions
+    values: str  # the golden file's key of the reference's values there
+
+
+def output_digest(place: DigestPlace, stats: Mapping[str, Any], tol: Tolerance) -> OutputDigest:
+    """A compact output's record: its golden-file keys (``place``), its reference's ``stats``
+    (compact.reference_stats) and the statistics' tolerances that follow from the output's
+    elementwise ``tol`` (compact.tolerances). The build and ``aoti-guard references`` both make
+    their digests here."""
+    sum_tol, minmax_tol = _compact.tolerances(stats, tol.atol, tol.rtol)
+    return OutputDigest(
+        place.name, place.dtype, place.shape, place.indices, place.values, int(stats["nonfinite"]),
+        stats["sum"], stats["abs_sum"], stats["min"], stats["max"], sum_tol, minmax_tol,
+    )  # fmt: skip
 
 
 def _put(tensors: dict[str, Any], prefix: str, named: Any) -> dict[str, str]:

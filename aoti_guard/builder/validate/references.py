@@ -48,7 +48,9 @@ def eager_output(fn: Any, contract: IOContract, s: Sample, device: str) -> Findi
         "build.sample_dropped",
         PHASE,
         f"golden sample {s.id} ({sample_env(s)}) dropped: the eager model raised {first[:160]}",
-        hint="the dynamic range admits sizes the model cannot run: narrow the range (Dim min/max)",
+        hint=f"the model refuses the values of the half-precision edge recipe {s.edge!r}; its other samples are validated as usual"
+        if s.edge
+        else "the dynamic range admits sizes the model cannot run: narrow the range (Dim min/max)",
     )
 
 

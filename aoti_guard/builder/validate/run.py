@@ -26,7 +26,7 @@ from aoti_guard.builder.compile.constant_names import ConstantNames, pair_rename
 from aoti_guard.builder.export.contract import spec_kwarg_order
 from aoti_guard.builder.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.options import BuildOptions
-from aoti_guard.builder.validate import diagnose
+from aoti_guard.builder.validate import diagnose, precision
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
 from aoti_guard.builder.validate.child_run import ChildRun
@@ -38,7 +38,7 @@ from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.golden import compact as _compact
-from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract
+from runtime_probe.package.manifest import CompactSample, GoldenSample, IOContract, UserCode
 from runtime_probe.probe.options import ProbeOptions
 from runtime_probe.reporting.findings import Finding, error, warning
 from runtime_probe.runtime import layout
@@ -130,6 +130,7 @@ class Validation:
     child_run: ChildRun | None = None
     release_example: list[Any] | None = None
     release_nonfinite: bool = False
+    user_code: UserCode | None = None  # the program's user GPU code and what memcheck did (validate/memcheck.py)
 
 
 def example_leaves(ep: Any) -> list[Any]:
@@ -561,4 +562,20 @@ def _bisect(subject: Subject, run: ChildRun, samples: Sequence[Sample], failed: 
     subject.note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
     rows, findings = stages_mod.explain_failure(subject, sample, package)
     out.stages = [r.to_dict() for r in rows]
+    dtype = precision.candidate(subject.ep, rows, subject.configs)
+    if dtype is not None and findings and findings[0].code == "build.first_divergence":
+        subject.note(f"compiled {dtype} differs from eager: rebuilding with {precision.CONFIG}=true to try it on sample {sample.id}")
+        remedy = precision.verify(subject, sample, dtype, run.out_dir, lambda path: _run_other(run, path, golden))
+        findings[0] = precision.with_remedy(findings[0], remedy)
     return findings
+
+
+def _run_other(run: ChildRun, path: str, golden: GoldenSample) -> list[Any] | None:
+    """Another package (the remedy's) loaded in the validation child beside the release model, run
+    on one sample; None when it could not load or run."""
+    try:
+        run.worker.request("load", run.timeout, key="remedy", path=path, model_name=layout.RELEASE_MODEL, device_index=run.device_index)
+    except ChildFailure:
+        return None
+    got = compiled_sample(run, "remedy", golden)
+    return None if isinstance(got, ChildFailure) else got

@@ -73,11 +73,13 @@ class StageRow:
     note: str | None = None  # the exception's first line, or why it was skipped
 
     def to_dict(self) -> dict[str, Any]:
+        from runtime_probe.runtime.numerics import json_number
+
         return {
             "stage": self.stage,
             "what": STAGES[self.stage],
             "status": self.status,
-            "max_abs": self.max_abs,
+            "max_abs": json_number(self.max_abs),  # inf as "inf": the manifest's JSON has no Infinity
             "output": self.output,
             "note": self.note,
         }
