@@ -38,10 +38,10 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist's ``--dist loadscope`` (scripts/test.sh) a module's tests run on one
-    worker, so a module-scoped fixture (often a real build) is made once; three exceptions:
+    worker, so a module-scoped fixture (often a real build) is made once; four exceptions:
     the container tests share one worker (one Docker engine: test_no_probe_container_is_left_behind
-    looks at every container), and each zoo model is a unit of its own (they spread over the
-    workers). Session packages are shared between workers by tests/integration/conftest.py::once.
+    looks at every container), and each zoo model and each public-record case (tests/realbugs) is
+    a unit of its own (they spread over the workers). Session packages are shared between workers by tests/integration/conftest.py::once.
     (``--dist loadgroup`` with ``xdist_group`` marks did not group under pytest 9.2 + xdist 3.8.)"""
     if config.getvalue("dist") != "loadscope":
         return None
@@ -53,6 +53,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 return "tests/containers"
             if nodeid.startswith("tests/zoo/test_zoo_parity.py::test_builds_probes_and_guard_loads["):
                 return nodeid
+            if nodeid.startswith("tests/realbugs/test_realbugs.py::test_case["):
+                return nodeid  # one module, 40 cases: spread over the workers (packages: once)
             return str(super()._split_scope(nodeid))
 
     return Scopes(config, log)
