@@ -142,8 +142,9 @@ def run_bare(req: dict[str, Any], work: Path) -> dict[str, Any]:
 
 
 def run_guard(req: dict[str, Any]) -> dict[str, Any]:
-    import runtime_probe
     from runtime_probe.errors import GuardError
+
+    import runtime_probe
 
     start = time.monotonic()
     try:
