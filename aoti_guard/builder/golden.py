@@ -273,7 +273,7 @@ def make_samples(
             continue
         seen.add(key)
         try:
-            leaves, recipes = _generate(contract, example_leaves, templates, pools, env, seed, sample_id)
+            leaves, recipes = _generate(_Plan(contract, example_leaves, templates, pools, seed), env, sample_id)
         except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
             notes.append(f"sample {sample_id} ({_fmt(env)}) not generated: {exc}")
             continue
@@ -311,7 +311,7 @@ def _edge_samples(
             edged[n] = _recipe.Template("pool", pool=_recipe.edge_pool(templates[n].pool, half[n], edge), key=f"{pool_key(n)}.{sample_id}")
         pools = {t.key or pool_key(n): t.pool for n, t in edged.items() if t.kind == "pool"}
         try:
-            leaves, recipes = _generate(contract, example_leaves, edged, pools, env, seed, sample_id)
+            leaves, recipes = _generate(_Plan(contract, example_leaves, edged, pools, seed), env, sample_id)
         except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
             notes.append(f"sample {sample_id} not generated: {exc}")
             continue
@@ -331,18 +331,23 @@ def pool_key(name: str) -> str:
     return f"pool.{name}"
 
 
-def _generate(
-    contract: IOContract,
-    example_leaves: Sequence[Any],
-    templates: Mapping[str, _recipe.Template],
-    pools: Mapping[str, Any],
-    env: Mapping[str, int],
-    seed: int,
-    sample_id: str,
-) -> tuple[list[Any], list[InputRecipe]]:
+@dataclass(frozen=True)
+class _Plan:
+    """What every generated sample of a build is made from: the contract, the example's leaves,
+    each input's value template and value pools, and the build's seed."""
+
+    contract: IOContract
+    example_leaves: Sequence[Any]
+    templates: Mapping[str, _recipe.Template]
+    pools: Mapping[str, Any]
+    seed: int
+
+
+def _generate(plan: _Plan, env: Mapping[str, int], sample_id: str) -> tuple[list[Any], list[InputRecipe]]:
     """One sample's leaves (constants as in the example) and its inputs' recipes, hashed."""
     import dataclasses
 
+    contract, example_leaves, templates, pools, seed = plan.contract, plan.example_leaves, plan.templates, plan.pools, plan.seed
     recipes: list[InputRecipe] = []
     reads = {s.value_of: s.name for s in contract.symbols if s.value_of is not None}
     for spec in contract.inputs:

@@ -31,7 +31,8 @@ from aoti_guard.builder.export.program import eager_run, export_program
 from aoti_guard.builder.minify import driver as minify_mod
 from aoti_guard.builder.options import PHASES, BuildOptions, ProgressFn
 from aoti_guard.builder.outputs import build_paths, rejected_path
-from aoti_guard.builder.package.assemble import assemble, summary, weightless_notes
+from aoti_guard.builder.package.assemble import PackageJob, assemble, summary, weightless_notes
+from aoti_guard.builder.package.constant_size import oversized_constants
 from aoti_guard.builder.resolve import device as device_mod
 from aoti_guard.builder.resolve import training_mode
 from aoti_guard.builder.resolve.binding import bind
@@ -44,6 +45,7 @@ from aoti_guard.builder.validate import memcheck as validate_memcheck
 from aoti_guard.builder.validate import run as validate
 from aoti_guard.builder.validate import tolerance as tolerance_mod
 from aoti_guard.builder.validate.onnx_reference import REFERENCES
+from aoti_guard.builder.validate.subject import Subject
 from aoti_guard.pt2 import writer as package_mod
 from aoti_guard.pt2.signing import SigningKey, load_private_key
 from aoti_guard.spec import BuildSpec
@@ -307,8 +309,7 @@ def export_step(st: BuildState) -> StepResult:
     guards = export_guards.read_guards(
         st.ep,
         st.contract,
-        args,
-        kwargs,
+        (args, kwargs),
         declared=None if st.is_program else contract_mod.declared_dim_names(binding, args, kwargs, st.dynamic),
         accept=st.options.allow_export_guards,
         seed=st.options.seed,
@@ -448,21 +449,20 @@ def _check_targets(st: BuildState) -> tuple[list[Finding], dict[str, Any]]:
 def validate_step(st: BuildState) -> StepResult:
     """Compiled vs eager (and fp64, and ONNX Runtime) on every golden sample, in a child process."""
     assert st.contract is not None
-    st.outcome = validate.run_validation(
+    subject = Subject(
         st.ep,
         st.eager_fn,
         st.contract,
         st.configs,
         st.options,
-        st.note,
-        st.work,
-        st.worker,
-        st.release_pt2,
-        example_outputs=st.example_outputs,
+        st.tolerance,
         graph_causes=determinism.causes(st.graph_state) if st.graph_state is not None else (),
-        user_samples=st.user_samples,
-        tolerance=st.tolerance,
+        note=st.note,
     )
+    job = validate.ValidationJob(
+        subject, st.work, st.worker, st.release_pt2, example_outputs=st.example_outputs, user_samples=st.user_samples
+    )
+    st.outcome = validate.run_validation(job)
     # user GPU code (or --memcheck): each golden sample once more under compute-sanitizer (validate/memcheck.py)
     st.outcome.user_code, found, checked = validate_memcheck.check(st.outcome.child_run, st.release_pt2, st.options, st.user_code, st.note)
     st.outcome.findings += found
@@ -495,18 +495,18 @@ def package_step(st: BuildState) -> StepResult:
     twin = st.twin_pt2 if st.outcome.twin_info is not None else None
     timings: dict[str, float] = {}  # where the phase's time goes (package/assemble.py)
     try:
-        manifest, signed = assemble(
+        job = PackageJob(
             st.ep,
             st.options,
             st.contract,
             st.release_pt2,
             twin,
             st.outcome,
-            None if failed else st.signer,
-            st.release_hashes,
-            timings,
-            st.constant_digests,
+            signer=None if failed else st.signer,
+            release_hashes=st.release_hashes,
+            constant_digests=st.constant_digests,
         )
+        manifest, signed = assemble(job, timings)
     except GuardError as exc:  # only signing raises one; never write an unsigned package where a signed one was asked for
         hint = exc.hint or "check the key and free disk space; the unsigned package was not written"
         raise StepFailed([error("build.sign_failed", "package", f"signing the package failed: {exc.message}", hint=hint)], "") from exc
@@ -538,6 +538,7 @@ def package_step(st: BuildState) -> StepResult:
             )
         )
     notes += weightless_notes(manifest)
+    notes += oversized_constants(st.ep, manifest.constants, st.options.inductor_configs)
     detail: dict[str, Any] = {"path": final, "signed_by": st.extra.get("signature", {}).get("key_id")}
     if st.release_hashes is not None:
         detail["early_hashes"] = st.release_hashes.detail()  # hashed while validation ran (pt2/writer.py)

@@ -156,6 +156,7 @@ CODES: dict[str, str] = {
     "build.arch_uncovered": "A CUDA arch listed with --cuda-arch is not covered by the package's kernel images (SASS, or forward-compatible PTX).",
     "build.sign_failed": "The package could not be signed; it was not written.",
     "build.no_packaged_weights": "The package was built without its weights (aot_inductor.package_constants_in_so=False): its constants must be given at load (probe --weights, runtime_probe.load(pkg, weights=...)); a bare AOTI load that calls it first reads unset memory (SIGSEGV).",
+    "build.constant_storage_oversized": "Constants serialised with more bytes than they hold: AOTInductor writes a parameter's or lifted constant's whole storage (pytorch#186176), so one that is a view of a larger tensor (an RNN's parameters after flatten_parameters(), nn.Parameter(big[:, :n])) makes the package larger than its weights; the constants, their bytes and their storage's are named, with the fix (.clone() them before export).",
     "build.resource_exhausted": "A build step ran out of a resource of the machine (a file-size limit such as ulimit -f, disk space or quota, memory, or a process killed with SIGKILL): not a compiler or model problem; what ran out and how it showed (errno, signal, the line) are in the evidence.",
     # the run itself: written into the report when no check could run, so a pipeline always has one
     "tool.usage": "The command line was wrong (a flag, or a file that is missing or not what it must be): nothing was checked.",

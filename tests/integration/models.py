@@ -314,6 +314,54 @@ def masked_nan() -> Any:
     return MaskedNan().eval(), (torch.rand(2, 6, 16) + 0.5, causal_mask(2, 6))
 
 
+class ViewParameter(torch.nn.Module):
+    """A parameter that is a slice of a larger tensor: 10 x 256 floats (10 KB) on a 20 MB storage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(20000, 256)[:10])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+def view_parameter() -> Any:
+    torch.manual_seed(12)
+    return ViewParameter().eval(), (torch.randn(3, 10),)
+
+
+def flatten_like_cudnn(rnn: torch.nn.RNNBase) -> None:
+    """``rnn.flatten_parameters()``; where that is a no-op (on the CPU it flattens nothing), the
+    same layout by hand: every parameter a view of one flat buffer, as cuDNN's flattening leaves it."""
+    rnn.flatten_parameters()
+    params = list(rnn.parameters())
+    if len({p.untyped_storage().data_ptr() for p in params}) == 1:
+        return
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.data = flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+
+
+class FlatGRU(torch.nn.Module):
+    """A GRU whose parameters share one flat storage (after flatten_parameters()): 4.7 MB of weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(256, 512, batch_first=True)
+        flatten_like_cudnn(self.rnn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+def flat_gru() -> Any:
+    torch.manual_seed(13)
+    return FlatGRU().eval(), (torch.randn(2, 3, 256),)
+
+
 class DataCheck(torch.nn.Module):
     """The model checks a value read from a tensor (pytorch#150539 class): ``b = x.item()``,
     ``torch._check(b < y.shape[0])``, then ``y[:b]``. Export keeps the check as a runtime assert

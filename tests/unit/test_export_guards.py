@@ -180,7 +180,7 @@ def _judge(model: Any, args: tuple[Any, ...], dynamic: Any, *, accept: bool = Fa
     binding = bind(model, args, {})
     contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
     declared = contract_mod.declared_dim_names(binding, args, {}, dynamic)
-    return contract, read_guards(ep, contract, args, {}, declared=declared, accept=accept)
+    return contract, read_guards(ep, contract, (args, {}), declared=declared, accept=accept)
 
 
 def test_a_branch_on_two_dynamic_sizes_is_recorded_and_fails_the_build() -> None:
@@ -239,7 +239,7 @@ def test_a_guard_that_cannot_be_translated_is_an_error_even_when_guards_are_acce
     ep._guards_code = ["math.floor(L['x'].size()[1] / 3) == 2"]  # what a float size guard prints as
     binding = bind(model, args, {})
     contract = contract_mod.extract_contract(ep, args, {}, binding, dynamic_shapes=dynamic)
-    report = read_guards(ep, contract, args, {}, declared=contract_mod.declared_dim_names(binding, args, {}, dynamic), accept=True)
+    report = read_guards(ep, contract, (args, {}), declared=contract_mod.declared_dim_names(binding, args, {}, dynamic), accept=True)
     (guard,) = report.guards
     assert guard.expr is None and guard.text == "math.floor(L['x'].size()[1] / 3) == 2"
     (finding,) = report.findings
@@ -258,7 +258,7 @@ def test_a_saved_program_is_judged_by_its_own_symbols(tmp_path: Any) -> None:
         ep = torch.export.load(str(path))
         in_args, in_kwargs = ep.example_inputs
         contract = contract_mod.extract_contract(ep, in_args, in_kwargs, bind(ep, in_args, in_kwargs))
-        report = read_guards(ep, contract, in_args, in_kwargs, declared=None, accept=False)
+        report = read_guards(ep, contract, (in_args, in_kwargs), declared=None, accept=False)
         assert len(report.guards) == recorded and report.failed is bool(recorded)
 
 

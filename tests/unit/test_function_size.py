@@ -7,7 +7,7 @@ value object counts as one parameter); a long function is split along its own st
 helpers.
 
 ``ALLOWED`` lists the exceptions, each with its reason: a public signature users call with its
-keywords (changing it would break them), and the aoti_guard functions still to be split. An entry
+keywords (changing it would break them). An entry
 that no longer matches a violation fails too, so the list only shrinks.
 """
 
@@ -22,32 +22,9 @@ PACKAGES = ("aoti_guard", "runtime_probe")
 MAX_LINES = 60
 MAX_PARAMS = 6
 
-_TO_SPLIT = "aoti_guard: still to be split (issue 41, the builder's reshaping)"
-
 # "module:qualified name" -> why it may stay as it is
 ALLOWED: dict[str, str] = {
-    "runtime_probe.guard.load:load": "public API (docs/api.md): users pass its 7 keywords by name; its body is split",
-    "aoti_guard.builder.export.contract:extract_constants": _TO_SPLIT,
-    "aoti_guard.builder.export.contract:extract_contract": _TO_SPLIT,
-    "aoti_guard.builder.export.determinism:findings": _TO_SPLIT,
-    "aoti_guard.builder.export.guards:_specialized_finding": _TO_SPLIT,
-    "aoti_guard.builder.export.guards:read_guards": _TO_SPLIT,
-    "aoti_guard.builder.golden:_generate": _TO_SPLIT,
-    "aoti_guard.builder.minify.driver:run_minifier": _TO_SPLIT,
-    "aoti_guard.builder.package.assemble:assemble": _TO_SPLIT,
-    "aoti_guard.builder.validate.compare:_judge_one": _TO_SPLIT,
-    "aoti_guard.builder.validate.onnx_child:main": _TO_SPLIT,
-    "aoti_guard.builder.validate.onnx_reference:reference": _TO_SPLIT,
-    "aoti_guard.builder.validate.repro:write_repro": _TO_SPLIT,
-    "aoti_guard.builder.validate.run:_Steps.__init__": _TO_SPLIT,
-    "aoti_guard.builder.validate.run:_bisect": _TO_SPLIT,
-    "aoti_guard.builder.validate.run:run_validation": _TO_SPLIT,
-    "aoti_guard.builder.validate.stages:_explain": _TO_SPLIT,
-    "aoti_guard.builder.validate.stages:bisect": _TO_SPLIT,
-    "aoti_guard.builder.validate.stages:explain_failure": _TO_SPLIT,
-    "aoti_guard.builder.validate.twin_check:run_twin": _TO_SPLIT,
-    "aoti_guard.builder.validate.verdict:judge_sample": _TO_SPLIT,
-    "aoti_guard.builder.validate.verdict:three_way": _TO_SPLIT,
+    "runtime_probe.guard.load:load": "public API (docs/api.md): users pass its keywords by name; its body is split",
 }
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef

@@ -130,7 +130,9 @@ def test_the_manifest_records_each_output_once_with_its_origins() -> None:
 
 def test_the_repro_script_judges_as_the_build(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
+    from aoti_guard.builder.golden import Sample
     from aoti_guard.builder.validate.repro import write_repro
+    from aoti_guard.builder.validate.subject import Subject
     from runtime_probe.package.manifest import IOContract, OutputSpec, TensorSpec
 
     class Twice(torch.nn.Module):
@@ -143,9 +145,9 @@ def test_the_repro_script_judges_as_the_build(tmp_path: Path) -> None:
 
     in_spec = pytree.treespec_dumps(pytree.tree_flatten(((x,), {}))[1])
     contract = IOContract((), (), (OutputSpec("output", TensorSpec("float32", (3,), (1,), True, "cpu")),), (), in_spec=in_spec)
-    path, why = write_repro(
-        ep, contract, [x], {}, str(tmp_path / "m.pt2"), device="cpu", sample_id="max", tolerance=ToleranceRule(atol=0.5)
-    )
+    options = BuildOptions(output=str(tmp_path / "m.pt2"), device="cpu")
+    subject = Subject(ep, Twice(), contract, {}, options, ToleranceRule(atol=0.5))
+    path, why = write_repro(subject, Sample("max", {}, [x]))
     assert why is None and path is not None
     script = runpy.run_path(path, run_name="not_main")  # its tables, without running the repro
     assert script["TOLERANCE"]["float32"] == (0.5, 1e-4)

@@ -18,6 +18,7 @@ from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.run import Validation, _Steps, validate_each
+from aoti_guard.builder.validate.subject import Subject
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.package.manifest import GoldenSample, InputSpec, IOContract, OutputSpec, TensorSpec
 
@@ -97,9 +98,8 @@ def _steps(cap: int) -> tuple[_Steps, Validation]:
     index = [GoldenSample(i, {}, {}, {}) for i in ("example", "min", "max")]
     run = ChildRun(None, "unused", index, contract, "cpu", None, "unused", 1.0)  # type: ignore[arg-type]
     out = Validation()
-    return _Steps(
-        None, contract, BuildOptions(output="unused.pt2", golden_max_bytes=cap), run, None, None, out, tolerance=ToleranceRule()
-    ), out
+    subject = Subject(None, None, contract, {}, BuildOptions(output="unused.pt2", golden_max_bytes=cap), ToleranceRule())
+    return _Steps(subject, run, None, None, out), out
 
 
 def test_the_store_keeps_samples_in_order_under_the_cap_and_the_rest_compact() -> None:

@@ -149,12 +149,43 @@ def extract_contract(
     ``binding``: the example bound to the model's signature (``binding.bind``, once per build)."""
     import torch
     from torch.utils import _pytree as pytree
-    from torch.utils._sympy.value_ranges import bound_sympy
 
     params = binding.params
     in_spec = ep.call_spec.in_spec
     ordered_kwargs = {k: kwargs[k] for k in spec_kwarg_order(in_spec, kwargs)}
     leaves = pytree.tree_flatten_with_path((tuple(args), ordered_kwargs))[0]
+    user_specs, fake_vals = _user_inputs(ep)
+    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    tensor_leaves = [(leaf_name(path, params)[0], v) for path, v in leaves if isinstance(v, torch.Tensor)]
+    fake_tensors: list[Any] = [v for v in fake_vals if isinstance(v, torch.Tensor)]
+    rename = _renames(tensor_leaves, fake_tensors, _symbol_names(dynamic_shapes, args, kwargs, params), ranges)
+    implied = _implied_root_ranges(fake_tensors, ranges)
+    dim_of = _dim_reader(ep, ranges, implied, rename)
+    by_placeholder = index_value_ranges(ep)
+    value_ranges = [by_placeholder.get(getattr(s.arg, "name", "")) for s in user_specs]
+    inputs, sources = _inputs(leaves, params, fake_tensors, value_ranges, dim_of, rename)
+    symbols = []
+    for sym, vr in sorted(ranges.items()):
+        if not re.match(r"^[A-Za-z_]\w*$", sym):
+            continue  # a derived size's own range (``8*s9``): its free symbol is listed, the size follows from it
+        name = rename.get(sym, sym)
+        lo, hi = implied.get(sym, (vr.lower, vr.upper))
+        symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
+    outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
+    contract = IOContract(
+        params=tuple(params),
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        symbols=tuple(symbols),
+        in_spec=pytree.treespec_dumps(in_spec),
+        out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
+    )
+    return read_data_checks(ep, contract)  # the model's checks on input values (x.item())
+
+
+def _user_inputs(ep: Any) -> tuple[list[Any], list[Any]]:
+    """The program's user-input specs and each one's fake value (None where the graph has none)."""
+    import torch
 
     user_nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     user_specs = [s for s in ep.graph_signature.input_specs if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
@@ -162,29 +193,40 @@ def extract_contract(
     for s in user_specs:
         node = user_nodes.get(getattr(s.arg, "name", ""))
         fake_vals.append(node.meta.get("val") if node is not None else None)
+    return user_specs, fake_vals
 
-    dim_names, root_names = _symbol_names(dynamic_shapes, args, kwargs, params)
-    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+
+def _renames(
+    tensor_leaves: Sequence[tuple[str, Any]],
+    fake_tensors: Sequence[Any],
+    names: tuple[dict[str, dict[int, str]], dict[str, dict[int, str]]],
+    ranges: Mapping[str, Any],
+) -> dict[str, str]:
+    """Export's symbol -> the user's dim name (``names``: the declared names and the roots of
+    derived dims, per input and dim), each symbol and each name taken once."""
+    import torch
+
+    dim_names, root_names = names
     rename: dict[str, str] = {}
-    tensor_leaves = []
-    for path, value in leaves:
-        name, _ = leaf_name(path, params)
-        if isinstance(value, torch.Tensor):
-            tensor_leaves.append((name, value))
-    fake_tensors: list[Any] = [v for v in fake_vals if isinstance(v, torch.Tensor)]
     for (name, _example), fake in zip(tensor_leaves, fake_tensors):
         for dim, size in enumerate(fake.shape):
-            if isinstance(size, torch.SymInt):
-                sym = str(size.node.expr)
-                user = dim_names.get(name, {}).get(dim)
-                if user and sym in ranges and sym not in rename and user not in rename.values():
-                    rename[sym] = user
-                root = root_names.get(name, {}).get(dim)
-                free = sorted(str(f) for f in size.node.expr.free_symbols)
-                if root and len(free) == 1 and free[0] in ranges and free[0] not in rename and root not in rename.values():
-                    rename[free[0]] = root
+            if not isinstance(size, torch.SymInt):
+                continue
+            sym = str(size.node.expr)
+            user = dim_names.get(name, {}).get(dim)
+            if user and sym in ranges and sym not in rename and user not in rename.values():
+                rename[sym] = user
+            root = root_names.get(name, {}).get(dim)
+            free = sorted(str(f) for f in size.node.expr.free_symbols)
+            if root and len(free) == 1 and free[0] in ranges and free[0] not in rename and root not in rename.values():
+                rename[free[0]] = root
+    return rename
 
-    implied = _implied_root_ranges(fake_tensors, ranges)
+
+def _dim_reader(ep: Any, ranges: Mapping[str, Any], implied: Mapping[str, Any], rename: Mapping[str, str]) -> Callable[[Any], int | Dim]:
+    """A size as the contract records it: an int, or a Dim with the user's names and its range."""
+    import torch
+    from torch.utils._sympy.value_ranges import bound_sympy
 
     def dim_of(size: Any) -> int | Dim:
         if not isinstance(size, torch.SymInt):
@@ -196,53 +238,46 @@ def extract_contract(
         lo, hi = implied.get(str(expr), (vr.lower, vr.upper))
         return Dim(str(_expr(size, rename)), _bound(lo, 0) or 0, _bound(hi, None))
 
+    return dim_of
+
+
+def _inputs(
+    leaves: Sequence[tuple[Any, Any]],
+    params: Sequence[Any],
+    fake_tensors: Sequence[Any],
+    value_ranges: Sequence[Any],
+    dim_of: Callable[[Any], int | Dim],
+    rename: Mapping[str, str],
+) -> tuple[list[InputSpec], dict[str, list[str]]]:
+    """One InputSpec per leaf (a tensor's shape, stride and value range from export's fake
+    value), and, per symbol, the input dims that carry it (``x.shape[0]``)."""
+    import torch
+
     inputs: list[InputSpec] = []
     sources: dict[str, list[str]] = {}
     tensor_index = 0
-    by_placeholder = index_value_ranges(ep)
-    value_ranges = [by_placeholder.get(getattr(s.arg, "name", "")) for s in user_specs]
     fake_iter = iter(fake_tensors)
     for path, value in leaves:
         name, param = leaf_name(path, params)
-        if isinstance(value, torch.Tensor):
-            fake = next(fake_iter, None)
-            shape_src = fake.shape if fake is not None else value.shape
-            stride_src = fake.stride() if fake is not None else value.stride()
-            shape = tuple(dim_of(s) for s in shape_src)
-            for d, s in enumerate(shape):
-                if isinstance(s, Dim) and re.match(r"^[A-Za-z_]\w*$", s.expr):
-                    sources.setdefault(s.expr, []).append(f"{name}.shape[{d}]")
-            tensor = TensorSpec(
-                dtype=dtype_name(value.dtype),
-                shape=shape,
-                stride=tuple(_expr(s, rename) for s in stride_src),
-                contiguous=bool(value.is_contiguous()),
-                device=value.device.type,
-                value_range=value_ranges[tensor_index] if tensor_index < len(value_ranges) else None,
-            )
-            inputs.append(InputSpec(name, param, "tensor", tensor_index, tensor))
-            tensor_index += 1
-        else:
+        if not isinstance(value, torch.Tensor):
             inputs.append(InputSpec(name, param, "constant", None, None, jsonable_value(value)))
-
-    symbols = []
-    for sym, vr in sorted(ranges.items()):
-        if not re.match(r"^[A-Za-z_]\w*$", sym):
-            continue  # a derived size's own range (``8*s9``): its free symbol is listed, the size follows from it
-        name = rename.get(sym, sym)
-        lo, hi = implied.get(sym, (vr.lower, vr.upper))
-        symbols.append(Symbol(name, _bound(lo, 0) or 0, _bound(hi, None), tuple(sources.get(name, []))))
-
-    outputs = _outputs(ep, eager_outputs, dim_of, lambda s: _expr(s, rename))
-    contract = IOContract(
-        params=tuple(params),
-        inputs=tuple(inputs),
-        outputs=tuple(outputs),
-        symbols=tuple(symbols),
-        in_spec=pytree.treespec_dumps(in_spec),
-        out_spec=pytree.treespec_dumps(ep.call_spec.out_spec),
-    )
-    return read_data_checks(ep, contract)  # the model's checks on input values (x.item())
+            continue
+        fake = next(fake_iter, None)
+        shape = tuple(dim_of(s) for s in (fake.shape if fake is not None else value.shape))
+        for d, s in enumerate(shape):
+            if isinstance(s, Dim) and re.match(r"^[A-Za-z_]\w*$", s.expr):
+                sources.setdefault(s.expr, []).append(f"{name}.shape[{d}]")
+        tensor = TensorSpec(
+            dtype=dtype_name(value.dtype),
+            shape=shape,
+            stride=tuple(_expr(s, rename) for s in (fake.stride() if fake is not None else value.stride())),
+            contiguous=bool(value.is_contiguous()),
+            device=value.device.type,
+            value_range=value_ranges[tensor_index] if tensor_index < len(value_ranges) else None,
+        )
+        inputs.append(InputSpec(name, param, "tensor", tensor_index, tensor))
+        tensor_index += 1
+    return inputs, sources
 
 
 def _bound(value: Any, default: int | None) -> int | None:
@@ -389,28 +424,15 @@ def extract_constants(
     matched ({name: digest}), recorded under the package's name so the manifest lists them all.
     ``digest_of(fqn, tensor)``: the SHA-256 of a constant (default ``tensor_sha256``; the build hands
     in those it took while the release model compiled, builder/compile/constant_digests.py)."""
-    import torch
-
     renamed = renamed or {}
+    tensors, kinds = _program_constants(ep)
     sig = ep.graph_signature
-    kinds: dict[str, str] = {}
-    for fqn in sig.parameters:
-        kinds[fqn] = "parameter"
-    for fqn in sig.buffers:
-        kinds[fqn] = "buffer"
-    tensors: dict[str, Any] = dict(ep.state_dict)
-    for fqn, value in ep.constants.items():
-        if isinstance(value, torch.Tensor):
-            tensors[fqn] = value
-            kinds.setdefault(fqn, "constant")
     # what a checkpoint holds: state_dict() has the parameters and persistent buffers, never a
     # non-persistent buffer (ep.constants has those) or a lifted tensor constant
     in_state_dict = set(ep.state_dict) - set(getattr(sig, "non_persistent_buffers", ()) or ())
     tied = tied_names(tensors)
     out = []
     for fqn, t in tensors.items():
-        if not isinstance(t, torch.Tensor):
-            continue
         name = renamed.get(fqn, fqn)
         out.append(
             ConstantSpec(
@@ -427,21 +449,43 @@ def extract_constants(
                 tied_with=tied.get(fqn, ()),
             )
         )
-    for name, digest in sorted((unpaired or {}).items()):
-        out.append(
-            ConstantSpec(
-                fqn=name,
-                kind="constant",
-                dtype=str(digest.get("dtype")),
-                shape=tuple(int(n) for n in digest.get("shape") or ()),
-                sha256=str(digest.get("sha256")),
-                nbytes=int(digest.get("nbytes") or 0),  # measured in the child, beside the hash
-                storage="package" if name in runtime_constants else "inlined",
-                internal_name=runtime_constants.get(name),
-                in_state_dict=False,  # made by the compiler: no checkpoint holds it
-            )
+    return out + _unpaired_constants(unpaired or {}, runtime_constants)
+
+
+def _program_constants(ep: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The program's tensors by FQN (parameters, buffers, lifted constants) and each one's kind."""
+    import torch
+
+    sig = ep.graph_signature
+    kinds: dict[str, str] = {}
+    for fqn in sig.parameters:
+        kinds[fqn] = "parameter"
+    for fqn in sig.buffers:
+        kinds[fqn] = "buffer"
+    tensors: dict[str, Any] = {fqn: t for fqn, t in ep.state_dict.items() if isinstance(t, torch.Tensor)}
+    for fqn, value in ep.constants.items():
+        if isinstance(value, torch.Tensor):
+            tensors[fqn] = value
+            kinds.setdefault(fqn, "constant")
+    return tensors, kinds
+
+
+def _unpaired_constants(unpaired: Mapping[str, Mapping[str, Any]], runtime_constants: Mapping[str, str]) -> list[ConstantSpec]:
+    """The package's constants no program constant matched, under the package's name."""
+    return [
+        ConstantSpec(
+            fqn=name,
+            kind="constant",
+            dtype=str(digest.get("dtype")),
+            shape=tuple(int(n) for n in digest.get("shape") or ()),
+            sha256=str(digest.get("sha256")),
+            nbytes=int(digest.get("nbytes") or 0),  # measured in the child, beside the hash
+            storage="package" if name in runtime_constants else "inlined",
+            internal_name=runtime_constants.get(name),
+            in_state_dict=False,  # made by the compiler: no checkpoint holds it
         )
-    return out
+        for name, digest in sorted(unpaired.items())
+    ]
 
 
 def tied_names(tensors: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -204,80 +204,81 @@ def findings(state: GraphState, *, root_training: bool, repeated: Repeat | None 
     when they differ, or when they were not compared; when they were and are identical, the draw
     does not reach the outputs on that input (transformers' Wav2Vec2 draws its LayerDrop number in
     eval mode too, and uses it only in training): a warning, and the build goes on."""
-    out: list[Finding] = []
     eval_hint = "call model.eval() in the factory before returning the model" if root_training else None
+    out: list[Finding] = []
     if state.random_ops:
-        dropout = [r for r in state.random_ops if r.training]
-        other = [r for r in state.random_ops if not r.training]
-        parts = _random_parts(state)
-        evidence = {
-            "random_ops": [
-                {"op": r.op, "module": r.module, "module_type": r.module_type, "training": r.training} for r in state.random_ops
-            ],
-            "training_modules": list(state.training_modules),
-        }
-        if repeated is not None:
-            evidence["two_calls"] = {"differ": repeated.differs, "max_abs": repeated.max_abs, "output": repeated.output}
-        if repeated is not None and not repeated.differs:
-            out.append(
-                warning(
-                    "build.nondeterministic",
-                    PHASE,
-                    "the model's forward draws random numbers: " + "; ".join(parts) + ", but two calls on the example gave "
-                    "identical outputs: the draws do not reach the outputs on that input",
-                    found="; ".join(parts),
-                    hint="if they can on other inputs, validation's comparison with eager will show it; draws that never "
-                    "matter are best removed (or made only in training mode)",
-                    evidence=evidence,
-                )
-            )
-        else:
-            hint = (
-                (eval_hint + " (Dropout is active in training mode)" if dropout and eval_hint else "")
-                + ("; " if dropout and eval_hint and other else "")
-                + (
-                    "a random op in forward makes every call differ: the package cannot be validated against golden outputs; "
-                    "draw the noise outside the model (pass it as an input) or remove it"
-                    if other
-                    else ""
-                )
-            )
-            seen = (
-                f": two calls on the example gave different outputs (max |first - second| {repeated.max_abs:.3g}, {repeated.output})"
-                if repeated is not None
-                else ""
-            )
-            out.append(
-                error(
-                    "build.nondeterministic",
-                    PHASE,
-                    "the model's forward draws random numbers: " + "; ".join(parts) + seen,
-                    expected="a deterministic forward (eval mode, no random ops)",
-                    found="; ".join(parts),
-                    hint=hint or "remove the random op from forward",
-                    evidence=evidence,
-                )
-            )
+        out.append(_random_finding(state, eval_hint, repeated))
     if state.mutated_buffers or state.batch_norm_training:
-        parts = _state_parts(state)
-        hint = (
-            eval_hint + " (BatchNorm in training mode uses batch statistics and updates its running ones)"
-            if state.batch_norm_training and eval_hint
-            # both behaviours seen on this model (tests/integration/models_divergence.py, counter):
-            # the package's `count` gave 4, 4, 4 on torch 2.13 and 4, 5, 6 on 2.15
-            else "make the state an explicit input and output of forward (the package keeps its own copy of every buffer: "
-            "seen on a counter model, torch 2.13's package starts each call from the value it was built with and 2.15's "
-            "carries the update from call to call; either way the state is the package's, not the caller's)"
-        )
-        out.append(
-            error(
-                "build.stateful_model",
-                PHASE,
-                "the model keeps state across calls: " + "; ".join(parts) + ": each call's result depends on the calls before it",
-                expected="forward without side effects on its buffers",
-                found="; ".join(parts),
-                hint=hint,
-                evidence={"mutated_buffers": list(state.mutated_buffers), "batch_norm_training": list(state.batch_norm_training)},
-            )
-        )
+        out.append(_stateful_finding(state, eval_hint))
     return out
+
+
+def _random_finding(state: GraphState, eval_hint: str | None, repeated: Repeat | None) -> Finding:
+    """``build.nondeterministic``: an error, or a warning when two calls on the example agree."""
+    dropout = [r for r in state.random_ops if r.training]
+    other = [r for r in state.random_ops if not r.training]
+    parts = _random_parts(state)
+    evidence = {
+        "random_ops": [{"op": r.op, "module": r.module, "module_type": r.module_type, "training": r.training} for r in state.random_ops],
+        "training_modules": list(state.training_modules),
+    }
+    if repeated is not None:
+        evidence["two_calls"] = {"differ": repeated.differs, "max_abs": repeated.max_abs, "output": repeated.output}
+    if repeated is not None and not repeated.differs:
+        return warning(
+            "build.nondeterministic",
+            PHASE,
+            "the model's forward draws random numbers: " + "; ".join(parts) + ", but two calls on the example gave "
+            "identical outputs: the draws do not reach the outputs on that input",
+            found="; ".join(parts),
+            hint="if they can on other inputs, validation's comparison with eager will show it; draws that never "
+            "matter are best removed (or made only in training mode)",
+            evidence=evidence,
+        )
+    hint = (
+        (eval_hint + " (Dropout is active in training mode)" if dropout and eval_hint else "")
+        + ("; " if dropout and eval_hint and other else "")
+        + (
+            "a random op in forward makes every call differ: the package cannot be validated against golden outputs; "
+            "draw the noise outside the model (pass it as an input) or remove it"
+            if other
+            else ""
+        )
+    )
+    seen = (
+        f": two calls on the example gave different outputs (max |first - second| {repeated.max_abs:.3g}, {repeated.output})"
+        if repeated is not None
+        else ""
+    )
+    return error(
+        "build.nondeterministic",
+        PHASE,
+        "the model's forward draws random numbers: " + "; ".join(parts) + seen,
+        expected="a deterministic forward (eval mode, no random ops)",
+        found="; ".join(parts),
+        hint=hint or "remove the random op from forward",
+        evidence=evidence,
+    )
+
+
+def _stateful_finding(state: GraphState, eval_hint: str | None) -> Finding:
+    """``build.stateful_model``: buffers updated in place, training-mode BatchNorm included."""
+    parts = _state_parts(state)
+    hint = (
+        eval_hint + " (BatchNorm in training mode uses batch statistics and updates its running ones)"
+        if state.batch_norm_training and eval_hint
+        # both behaviours seen on this model (tests/integration/models_divergence.py, counter):
+        # the package's `count` gave 4, 4, 4 on torch 2.13 and 4, 5, 6 on 2.15
+        else "make the state an explicit input and output of forward (the package keeps its own copy of every buffer: "
+        "seen on a counter model, torch 2.13's package starts each call from the value it was built with and 2.15's "
+        "carries the update from call to call; either way the state is the package's, not the caller's)"
+    )
+    return error(
+        "build.stateful_model",
+        PHASE,
+        "the model keeps state across calls: " + "; ".join(parts) + ": each call's result depends on the calls before it",
+        expected="forward without side effects on its buffers",
+        found="; ".join(parts),
+        hint=hint,
+        evidence={"mutated_buffers": list(state.mutated_buffers), "batch_norm_training": list(state.batch_norm_training)},
+    )

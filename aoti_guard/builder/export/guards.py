@@ -233,17 +233,31 @@ def runtime_asserts(ep: Any) -> list[str]:
     return out
 
 
+def _translated(text: str, world: _World, contract: IOContract) -> tuple[Any, str] | Finding:
+    """A guard's translation and its expression over the contract's names, or the finding for a
+    guard that cannot be read (recorded as text: the loader cannot check it)."""
+    try:
+        tr = translate(text, [i.name for i in contract.tensor_inputs()])
+    except Untranslatable as exc:
+        return _untranslatable_finding(text, str(exc))
+    try:
+        expr = ast.unparse(tr.render(lambda k, ref: world.contract_node(ref)))
+        _symexpr.compile_condition(expr)
+    except (Untranslatable, _symexpr.ExprError) as exc:
+        return _untranslatable_finding(text, str(exc))
+    return tr, expr
+
+
 def read_guards(
     ep: Any,
     contract: IOContract,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
+    example: tuple[Sequence[Any], Mapping[str, Any]],
     *,
     declared: Mapping[str, Mapping[int, str]] | None,
     accept: bool,
     seed: int = 0,
 ) -> GuardReport:
-    """The guards of ``ep`` over ``contract``.
+    """The guards of ``ep`` over ``contract``; ``example``: the (args, kwargs) it was exported with.
 
     ``declared``: leaf -> {dim: the user's Dim name} (contract.declared_dim_names); None for a
     saved ExportedProgram, whose own symbols are then the declaration. ``accept``:
@@ -260,23 +274,16 @@ def read_guards(
     if not texts:
         return report
     world = _World(ep, contract, declared)
-    example = planned_assignments(contract, _example_leaves(ep, args, kwargs), seed=seed)
+    planned = planned_assignments(contract, _example_leaves(ep, *example), seed=seed)
     recorded: list[ShapeGuard] = []
     implied: list[str] = []
     for text in texts:
-        try:
-            tr = translate(text, [i.name for i in contract.tensor_inputs()])
-        except Untranslatable as exc:
+        read = _translated(text, world, contract)
+        if isinstance(read, Finding):
             recorded.append(ShapeGuard(text=text, expr=None, words=f"{text} must hold"))
-            report.findings.append(_untranslatable_finding(text, str(exc)))
+            report.findings.append(read)
             continue
-        try:
-            expr = ast.unparse(tr.render(lambda k, ref: world.contract_node(ref)))
-            _symexpr.compile_condition(expr)
-        except (Untranslatable, _symexpr.ExprError) as exc:
-            recorded.append(ShapeGuard(text=text, expr=None, words=f"{text} must hold"))
-            report.findings.append(_untranslatable_finding(text, str(exc)))
-            continue
+        tr, expr = read
         if world.implied(tr):
             implied.append(text)
             continue
@@ -288,7 +295,7 @@ def read_guards(
             dims=tuple(r.text for r in tr.refs),
         )
         recorded.append(guard)
-        report.findings.append(_specialized_finding(guard, tr, world, example, accept))
+        report.findings.append(_specialized_finding(guard, tr, world, planned, accept))
     report.guards = tuple(recorded)
     report.detail["guards"] = [{"text": g.text, "expr": g.expr, "words": g.words} for g in recorded]
     if implied:
@@ -540,26 +547,11 @@ def _specialized_finding(
     named = tr.render(lambda k, ref: ast.Name(id=world.word_name(ref), ctx=ast.Load()))
     names = list(dict.fromkeys(world.word_name(r) for r in tr.refs))
     wrong = f"every ({', '.join(names)}) with {_negation(named)}" if len(names) > 1 else f"every {names[0]} with {_negation(named)}"
-    breaking = []
-    for sample_id, env in planned:
-        try:
-            held = cond(env)
-        except _symexpr.ExprError:
-            continue
-        if not held:
-            breaking.append(f"{sample_id} ({_fmt(env)})")
+    breaking = _breaking(cond, planned)
     symbols = sorted(_symexpr.free_symbols(guard.expr))
     dims = ", ".join(f"{r.text}{'' if world.word_name(r) == r.text else ' (' + world.word_name(r) + ')'}" for r in tr.refs)
-    general = _general_example(guard, world, planned)
     relation = _is_relation(tr)
-    fixes = [
-        (f"an example that takes the general branch ({general})" if general else "an example that takes the general branch"),
-        f"torch._check({_plain(named)}) in forward when the model only supports such sizes (then build with --allow-export-guards)",
-        "torch.cond(pred, true_fn, false_fn, operands) so that both branches are compiled",
-        f"static dims for {', '.join(r.text for r in tr.refs if r.kind == 'size')}",
-    ]
-    if relation:
-        fixes.insert(0, f"one Dim for {' and '.join(r.text for r in tr.refs)} when they are always equal")
+    fixes = _fixes(tr, named, _general_example(guard, world, planned))
     unified = relation and len(symbols) == 1 and all(isinstance(world.contract_node(r), ast.Name) for r in tr.refs)
     samples = "the golden samples that break it: " + "; ".join(breaking) if breaking else "no golden sample breaks it"
     if unified and not breaking:
@@ -606,6 +598,32 @@ def _specialized_finding(
         "the guarded loader then refuses sizes that break it",
         evidence=evidence,
     )
+
+
+def _breaking(cond: _symexpr.Cond, planned: Sequence[tuple[str, dict[str, int]]]) -> list[str]:
+    """The planned golden samples that break the guard, as ``id (sizes)``."""
+    breaking = []
+    for sample_id, env in planned:
+        try:
+            held = cond(env)
+        except _symexpr.ExprError:
+            continue
+        if not held:
+            breaking.append(f"{sample_id} ({_fmt(env)})")
+    return breaking
+
+
+def _fixes(tr: Translation, named: ast.expr, general: str | None) -> list[str]:
+    """The ways out of a specialising guard, the likeliest first."""
+    fixes = [
+        (f"an example that takes the general branch ({general})" if general else "an example that takes the general branch"),
+        f"torch._check({_plain(named)}) in forward when the model only supports such sizes (then build with --allow-export-guards)",
+        "torch.cond(pred, true_fn, false_fn, operands) so that both branches are compiled",
+        f"static dims for {', '.join(r.text for r in tr.refs if r.kind == 'size')}",
+    ]
+    if _is_relation(tr):
+        fixes.insert(0, f"one Dim for {' and '.join(r.text for r in tr.refs)} when they are always equal")
+    return fixes
 
 
 def _is_relation(tr: Translation) -> bool:

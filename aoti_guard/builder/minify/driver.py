@@ -194,23 +194,34 @@ def run_minifier(
     detail.update(dump_seconds=round(dump.seconds, 2), dump_log=dump.log_path)
     launcher = _launcher(out_dir)
     if launcher is None:
-        if dump.timed_out:
-            msg, hint = f"reproducing the failure {dump.how}", "raise --minify-timeout"
-        elif REPRODUCED not in dump.output:
-            msg = "the failure did not reproduce under aoti_compile_and_package's own check (compile, load, run, accuracy vs eager on the example inputs)"
-            hint = "the mismatch may be on a generated sample only (see the validate phase), or depend on the validation child; no repro was made"
-        else:
-            msg, hint = (
-                f"aoti_compile_and_package failed ({dump.how}) but torch wrote no minifier launcher",
-                "see evidence.log_tail and the dump log",
-            )
+        msg, hint = _no_launcher(dump)
         return [_failed(msg, hint, {**detail, "log_tail": _tail(dump.output)})], detail
     detail["launcher"] = launcher
-
     remaining = max(1.0, timeout - dump.seconds)
     note(f"minifying with {os.path.relpath(launcher, out_dir)} (at most {remaining:.0f}s)")
+    return _minify(launcher, out_dir, env, remaining, detail), detail
+
+
+def _no_launcher(dump: Any) -> tuple[str, str]:
+    """Why the dump run left no minifier launcher, and what to do (message, hint)."""
+    if dump.timed_out:
+        return f"reproducing the failure {dump.how}", "raise --minify-timeout"
+    if REPRODUCED not in dump.output:
+        return (
+            "the failure did not reproduce under aoti_compile_and_package's own check (compile, load, run, accuracy vs eager on the example inputs)",
+            "the mismatch may be on a generated sample only (see the validate phase), or depend on the validation child; no repro was made",
+        )
+    return (
+        f"aoti_compile_and_package failed ({dump.how}) but torch wrote no minifier launcher",
+        "see evidence.log_tail and the dump log",
+    )
+
+
+def _minify(launcher: str, out_dir: str, env: Mapping[str, str], remaining: float, detail: dict[str, Any]) -> list[Finding]:
+    """Run torch's minifier launcher for at most ``remaining`` seconds; the repro it wrote (or why
+    none), with the commands to rerun it, into ``detail``."""
     argv = [sys.executable, *ISOLATION_FLAGS, launcher, "minify", *_minify_flags()]  # -P: its folder never shadows a module
-    run = _proc.start(argv, log_path=os.path.join(out_dir, "minifier.log"), cwd=out_dir, env=env).wait(remaining)
+    run = _proc.start(argv, log_path=os.path.join(out_dir, "minifier.log"), cwd=out_dir, env=dict(env)).wait(remaining)
     log = parse_minifier_log(_read(run.log_path))
     repro = os.path.join(out_dir, "repro.py")
     rerun = f"cd {shlex.quote(out_dir)} && {shlex.join(argv)}"
@@ -226,18 +237,16 @@ def run_minifier(
     if not os.path.exists(repro) or log.nodes_after is None:
         return [
             _failed(
-                f"the AOTI minifier wrote no repro ({run.how})",
-                f"rerun it by hand: {rerun}",
-                {**detail, "log_tail": _tail(run.output)},
+                f"the AOTI minifier wrote no repro ({run.how})", f"rerun it by hand: {rerun}", {**detail, "log_tail": _tail(run.output)}
             )
-        ], detail
+        ]
     detail.update(repro=repro, run_repro=f"{shlex.quote(sys.executable)} {shlex.quote(repro)}")
     finished = log.finished and not run.timed_out
     what = "reduced" if finished else f"was stopped ({run.how}); so far it reduced"
     message = f"the AOTI minifier {what} the failing graph from {log.nodes_before} to {log.nodes_after} nodes: {repro}"
     hint = f"run the repro: {detail['run_repro']}; rerun the minifier: {rerun}"
     make = info if finished else warning
-    return [make("build.minified", PHASE, message, found=f"{log.nodes_after} nodes", hint=hint, evidence=detail)], detail
+    return [make("build.minified", PHASE, message, found=f"{log.nodes_after} nodes", hint=hint, evidence=detail)]
 
 
 def _read(path: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.builder.compile import toolchain
@@ -44,7 +45,7 @@ from runtime_probe.package.weights import carries_weights, configs_carry_weights
 from runtime_probe.reporting.findings import Finding, warning
 from runtime_probe.runtime import layout
 
-__all__ = ["assemble", "summary", "weightless_notes"]
+__all__ = ["PackageJob", "assemble", "summary", "weightless_notes"]
 
 
 def _isa_configs(options: BuildOptions) -> dict[str, object]:
@@ -72,33 +73,102 @@ def _toolchain_of(release_pt2: str, so_rel: str | None, wrapper: Any) -> Any:
                 view.release()
 
 
-def assemble(
-    ep: Any,
-    options: BuildOptions,
-    contract: IOContract,
-    release_pt2: str,
-    twin_pt2: str | None,
-    outcome: Validation,
-    signer: SigningKey | None = None,
-    release_hashes: EntryHashes | None = None,
-    timings: dict[str, float] | None = None,
-    constant_digests: ConstantDigests | None = None,
-) -> tuple[Manifest, SignedManifest | None]:
-    """Append the golden samples, the twin and the manifest (and, with ``signer``, its signature).
-    ``release_hashes``: the release package's entries hashed while the build went on (writer.py);
-    ``constant_digests``: the program's constants hashed while the release model compiled.
-    ``timings`` gets the seconds of each part (the package phase's detail: where its time goes).
+@dataclass(frozen=True)
+class PackageJob:
+    """What the package step assembles: the program and its contract, the release package written
+    so far (and the twin's, when there is one), what validation found and stores, and the
+    signer (None: unsigned). ``release_hashes``: the release package's entries hashed while the
+    build went on (writer.py); ``constant_digests``: the program's constants hashed while the
+    release model compiled."""
+
+    ep: Any
+    options: BuildOptions
+    contract: IOContract
+    release_pt2: str
+    twin_pt2: str | None
+    outcome: Validation
+    signer: SigningKey | None = None
+    release_hashes: EntryHashes | None = None
+    constant_digests: ConstantDigests | None = None
+
+
+@dataclass(frozen=True)
+class _Release:
+    """What the release model's own files say: its generated wrapper, .so, kernel images and
+    AOTI's metadata."""
+
+    wrapper: Any
+    libraries: list[str]
+    kernel_files: list[tuple[str, bytes]]
+    aoti_meta: dict[str, str]
+
+
+def assemble(job: PackageJob, timings: dict[str, float] | None = None) -> tuple[Manifest, SignedManifest | None]:
+    """Append the golden samples, the twin and the manifest (and, with ``job.signer``, its
+    signature). ``timings`` gets the seconds of each part (the package phase's detail: where its
+    time goes).
 
     Raises:
         GuardError: signing failed; the manifest was not appended.
     """
+    clock = _Parts(timings)
+    root = zip_root(job.release_pt2)
+    release = _read_release(job.release_pt2)
+    clock.mark("read_release")
+    target, tools = _target_and_toolchain(job, release)
+    constants = _constants(job, release.wrapper)
+    clock.mark("toolchain_and_constants")
+    # waited for before anything is appended: the thread reads the zip's directory as it stands
+    hashed: dict[str, str] = job.release_hashes.known(job.release_pt2) if job.release_hashes is not None else {}
+    clock.mark("early_hashes_wait")
+    kept = _kept_constants(job.ep, constants, job.options)
+    if kept is not None:
+        append_entries(job.release_pt2, [(layout.KEPT_CONSTANTS, kept)])
+    golden = _append_golden(job)
+    clock.mark("golden")
+    twin = None
+    if job.twin_pt2 is not None:
+        hashed |= copy_twin(job.twin_pt2, job.release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
+        twin = _twin_info(job)
+    clock.mark("twin")
+    hashes = hash_entries(job.release_pt2, known=hashed)
+    clock.mark("hashes")
+    manifest = Manifest(
+        schema_version=MANIFEST_SCHEMA_VERSION,
+        tool={"name": "aoti-guard", "version": __version__},
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        root=root,
+        model_name=layout.RELEASE_MODEL,
+        io=job.contract,
+        target=target,
+        toolchain=tools,
+        constants=tuple(constants),
+        hashes=hashes,
+        golden=golden,
+        debug_twin=twin if twin is not None and twin.weights == "own" else None,
+        debug_twin_without_weights=twin if twin is not None and twin.weights == "release" else None,
+        inductor_configs={k: str(v) for k, v in {**_isa_configs(job.options), **job.options.inductor_configs}.items()},
+        # the build check's atol/rtol once per output (golden.tolerances[].build_check), not on every row
+        validation={
+            "table": manifest_table(job.outcome.table) if golden is not None else job.outcome.table,
+            "errors": sum(1 for f in job.outcome.findings if f.severity.value == "error"),
+        },
+        aoti_metadata=release.aoti_meta,
+        kept_constants=layout.KEPT_CONSTANTS if kept is not None else None,
+        user_code=job.outcome.user_code,
+    )
+    signed = _append_manifest(job, manifest)
+    clock.mark("manifest")
+    return manifest, signed
+
+
+def _read_release(release_pt2: str) -> _Release:
+    """The release model's wrapper source, .so names, kernel images and AOTI metadata."""
     import json
     import zipfile
 
     from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 
-    clock = _Parts(timings)
-    root = zip_root(release_pt2)
     wrapper_text, libraries = "", []
     kernel_files: list[tuple[str, bytes]] = []
     aoti_meta: dict[str, str] = {}
@@ -118,102 +188,84 @@ def assemble(
                     aoti_meta = {str(k): str(v) for k, v in json.loads(zf.read(name)).items()}
                 except ValueError:
                     aoti_meta = {}
-    clock.mark("read_release")
-    wrapper = parse_wrapper_cpp(wrapper_text)
-    target = toolchain.build_target(options.device, wrapper, aoti_meta, toolchain.kernel_images(kernel_files))
+    return _Release(parse_wrapper_cpp(wrapper_text), libraries, kernel_files, aoti_meta)
+
+
+def _target_and_toolchain(job: PackageJob, release: _Release) -> tuple[Any, Any]:
+    """The manifest's target (device, ISA, kernel archs) and toolchain records."""
+    options = job.options
+    target = toolchain.build_target(options.device, release.wrapper, release.aoti_meta, toolchain.kernel_images(release.kernel_files))
     if options.cuda_archs and options.device.startswith("cuda"):
         # the list the build checked the kernels against: the probe's arch rule reads it
         target = dataclasses.replace(target, cuda_archs=tuple(options.cuda_archs))
-    tools = _toolchain_of(release_pt2, layout.model_library(libraries), wrapper)
-    constants = extract_constants(
-        ep,
-        wrapper.runtime_constants(),
-        outcome.constant_names.renamed,
-        outcome.constant_names.unpaired,
-        None if constant_digests is None else constant_digests.digest,
-    )
-    clock.mark("toolchain_and_constants")
+    return target, _toolchain_of(job.release_pt2, layout.model_library(release.libraries), release.wrapper)
 
-    # waited for before anything is appended: the thread reads the zip's directory as it stands
-    early: dict[str, str] = release_hashes.known(release_pt2) if release_hashes is not None else {}
-    clock.mark("early_hashes_wait")
-    kept = _kept_constants(ep, constants, options)
-    if kept is not None:
-        append_entries(release_pt2, [(layout.KEPT_CONSTANTS, kept)])
-    golden = None
-    if outcome.golden_bytes is not None:
-        append_entries(release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
-        golden = Golden(
-            layout.GOLDEN,
-            tuple(outcome.index),
-            tuple(outcome.tolerances),
-            len(outcome.golden_bytes),
-            options.golden_max_bytes,
-            TOLERANCE_RULE,
-            tuple(f"{r['sample']}: {r['why']}" for r in outcome.storage if r.get("stored") == "dropped"),
-            tuple(outcome.compact) or None,
-            allow_nonfinite=options.allow_nonfinite,  # the probe judges NaN/Inf by the same rule (golden/sample_rule.py)
-        )
-    twin = None
-    hashed = dict(early)
-    clock.mark("golden")
-    if twin_pt2 is not None:
-        hashed |= copy_twin(twin_pt2, release_pt2, layout.TWIN_MODEL, layout.TWIN_DIR)
-        weights = twin_weights(options.twin_weights, options.device)
-        configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
-        recorded = (outcome.twin_info or {}).get("nonfinite")
-        twin = TwinInfo(
-            layout.TWIN_MODEL,
-            layout.TWIN_DIR,
-            bool(TWIN_CONFIGS["nan_asserts"]),
-            str(TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
-            {k: str(v) for k, v in configs.items()},
-            tuple((outcome.twin_info or {}).get("kernels", [])),
-            weights,
-            NonfiniteBaseline(
-                NONFINITE_BASELINE_VERSION,
-                tuple(recorded["samples"]),
-                {name: tuple(kinds) for name, kinds in recorded["names"].items()},
-            )
-            if recorded
-            else None,
-        )
-    clock.mark("twin")
-    hashes = hash_entries(release_pt2, known=hashed)
-    clock.mark("hashes")
-    manifest = Manifest(
-        schema_version=MANIFEST_SCHEMA_VERSION,
-        tool={"name": "aoti-guard", "version": __version__},
-        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        root=root,
-        model_name=layout.RELEASE_MODEL,
-        io=contract,
-        target=target,
-        toolchain=tools,
-        constants=tuple(constants),
-        hashes=hashes,
-        golden=golden,
-        debug_twin=twin if twin is not None and twin.weights == "own" else None,
-        debug_twin_without_weights=twin if twin is not None and twin.weights == "release" else None,
-        inductor_configs={k: str(v) for k, v in {**_isa_configs(options), **options.inductor_configs}.items()},
-        # the build check's atol/rtol once per output (golden.tolerances[].build_check), not on every row
-        validation={
-            "table": manifest_table(outcome.table) if golden is not None else outcome.table,
-            "errors": sum(1 for f in outcome.findings if f.severity.value == "error"),
-        },
-        aoti_metadata=aoti_meta,
-        kept_constants=layout.KEPT_CONSTANTS if kept is not None else None,
-        user_code=outcome.user_code,
+
+def _constants(job: PackageJob, wrapper: Any) -> list[ConstantSpec]:
+    """The program's constants as the package keeps them (names paired in validation)."""
+    names = job.outcome.constant_names
+    digests = job.constant_digests
+    return extract_constants(
+        job.ep, wrapper.runtime_constants(), names.renamed, names.unpaired, None if digests is None else digests.digest
     )
+
+
+def _append_golden(job: PackageJob) -> Golden | None:
+    """The golden samples appended, and their manifest record (None: validation stored none)."""
+    outcome = job.outcome
+    if outcome.golden_bytes is None:
+        return None
+    append_entries(job.release_pt2, [(layout.GOLDEN, outcome.golden_bytes)])
+    return Golden(
+        layout.GOLDEN,
+        tuple(outcome.index),
+        tuple(outcome.tolerances),
+        len(outcome.golden_bytes),
+        job.options.golden_max_bytes,
+        TOLERANCE_RULE,
+        tuple(f"{r['sample']}: {r['why']}" for r in outcome.storage if r.get("stored") == "dropped"),
+        tuple(outcome.compact) or None,
+        allow_nonfinite=job.options.allow_nonfinite,  # the probe judges NaN/Inf by the same rule (golden/sample_rule.py)
+    )
+
+
+def _twin_info(job: PackageJob) -> TwinInfo:
+    """The twin's manifest record: its configs, kernels, weights and the non-finite baseline."""
+    weights = twin_weights(job.options.twin_weights, job.options.device)
+    configs = {**TWIN_CONFIGS, **({SHARED_WEIGHTS_CONFIG: False} if weights == "release" else {})}
+    info = job.outcome.twin_info or {}
+    recorded = info.get("nonfinite")
+    baseline = (
+        NonfiniteBaseline(
+            NONFINITE_BASELINE_VERSION,
+            tuple(recorded["samples"]),
+            {name: tuple(kinds) for name, kinds in recorded["names"].items()},
+        )
+        if recorded
+        else None
+    )
+    return TwinInfo(
+        layout.TWIN_MODEL,
+        layout.TWIN_DIR,
+        bool(TWIN_CONFIGS["nan_asserts"]),
+        str(TWIN_CONFIGS["aot_inductor.debug_intermediate_value_printer"]),
+        {k: str(v) for k, v in configs.items()},
+        tuple(info.get("kernels", [])),
+        weights,
+        baseline,
+    )
+
+
+def _append_manifest(job: PackageJob, manifest: Manifest) -> SignedManifest | None:
+    """The manifest appended, with its signature entry when there is a signer (signed in memory)."""
     manifest_bytes = dump_manifest(manifest)
     entries = [(layout.MANIFEST, manifest_bytes)]
     signed = None
-    if signer is not None:
-        signed = sign_manifest(manifest_bytes, signer)
+    if job.signer is not None:
+        signed = sign_manifest(manifest_bytes, job.signer)
         entries.append((layout.SIGNATURE, signed.entry))
-    append_entries(release_pt2, entries)
-    clock.mark("manifest")
-    return manifest, signed
+    append_entries(job.release_pt2, entries)
+    return signed
 
 
 def _kept_constants(ep: Any, constants: list[ConstantSpec], options: BuildOptions) -> bytes | None:

@@ -111,7 +111,7 @@ class Comparison:
                 continue
             r = refs64[k] if refs64 is not None and k < len(refs64) else None
             c, e, r = _staged(self.rule.device, c, e, r)
-            _judge_one(self.result, self.rule, s, spec.name, c, e, r, has_refs=refs64 is not None)
+            self._judge_one(s, spec.name, c, e, r, has_refs=refs64 is not None)
             if spec.name not in self._gathered:
                 continue
             self._seen.add(spec.name)
@@ -146,6 +146,46 @@ class Comparison:
                 self.result.findings.append(_wide(tol, dtype, floors[0], widest))
         return self.result
 
+    def _judge_one(self, s: Sample, name: str, c: Any, e: Any, r: Any, *, has_refs: bool) -> None:
+        """One output of one sample: a row of the table, and a finding when it fails."""
+        import torch
+
+        from runtime_probe.runtime import numerics as _numerics
+
+        result, rule = self.result, self.rule
+
+        check = rule.tolerance.for_dtype(e.dtype)
+        b_atol, b_rtol = check.atol, check.rtol
+        # A half-precision edge sample (golden.py) is made to overflow: NaN/Inf where eager has them is
+        # its expected answer, and one where eager has none (or a finite value where eager overflows)
+        # is a mismatch like any other, which the stage bisection then explains. The probe judges by
+        # the same rule (sample_rule.py).
+        matched = sample_rule(s.id, allow_nonfinite=rule.allow_nonfinite).matched_nonfinite
+        st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=matched, device=rule.device)
+        row: dict[str, Any] = {
+            "sample": s.id,
+            "output": name,
+            **{k2: st.get(k2) for k2 in ("max_abs", "max_rel", "atol", "rtol", "passed", "nonfinite", "tolerance_used")},
+        }
+        if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == c.shape:
+            # the float64 reference's distance, recorded whatever the verdict (docs/zoo.md's column)
+            row.update(max_abs_vs_fp64=_max_abs_diff(c, r, rule.device), eager_max_abs_vs_fp64=_max_abs_diff(e, r, rule.device))
+        verdict = bool(st.get("passed"))
+        if st.get("nonfinite") and not matched:
+            result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
+            verdict = True  # reported once, as non-finite
+        elif not verdict and "reason" not in st and rule.fp64_rule and isinstance(r, torch.Tensor) and r.is_floating_point():
+            verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol, rule.device)
+            row.update(
+                rmse_eager_vs_fp64=_numerics.json_number(e_err),
+                rmse_compiled_vs_fp64=_numerics.json_number(c_err),
+                accepted_by="fp64" if verdict else None,
+            )
+        row["verdict"] = "pass" if verdict else "fail"
+        result.table.append(row)
+        if not verdict:
+            result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs))
+
     def _recorded(self, gathered: ToleranceStats, own: str | None = None) -> Tolerance:
         """``gathered``'s stored tolerance: the output's shared one, or sample ``own``'s."""
         sample = own if own is not None else self._widest.get(gathered.output, {}).get("sample")
@@ -168,45 +208,6 @@ def _staged(device: str | None, *tensors: Any) -> list[Any]:
     if 2 * need > free:
         return list(tensors)
     return [t.to(device) if isinstance(t, torch.Tensor) else t for t in tensors]
-
-
-def _judge_one(result: ValidationResult, rule: _Rule, s: Sample, name: str, c: Any, e: Any, r: Any, *, has_refs: bool) -> None:
-    """One output of one sample: a row of the table, and a finding when it fails."""
-    import torch
-
-    from runtime_probe.runtime import numerics as _numerics
-
-    check = rule.tolerance.for_dtype(e.dtype)
-    b_atol, b_rtol = check.atol, check.rtol
-    # A half-precision edge sample (golden.py) is made to overflow: NaN/Inf where eager has them is
-    # its expected answer, and one where eager has none (or a finite value where eager overflows)
-    # is a mismatch like any other, which the stage bisection then explains. The probe judges by
-    # the same rule (sample_rule.py).
-    matched = sample_rule(s.id, allow_nonfinite=rule.allow_nonfinite).matched_nonfinite
-    st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=matched, device=rule.device)
-    row: dict[str, Any] = {
-        "sample": s.id,
-        "output": name,
-        **{k2: st.get(k2) for k2 in ("max_abs", "max_rel", "atol", "rtol", "passed", "nonfinite", "tolerance_used")},
-    }
-    if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == c.shape:
-        # the float64 reference's distance, recorded whatever the verdict (docs/zoo.md's column)
-        row.update(max_abs_vs_fp64=_max_abs_diff(c, r, rule.device), eager_max_abs_vs_fp64=_max_abs_diff(e, r, rule.device))
-    verdict = bool(st.get("passed"))
-    if st.get("nonfinite") and not matched:
-        result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
-        verdict = True  # reported once, as non-finite
-    elif not verdict and "reason" not in st and rule.fp64_rule and isinstance(r, torch.Tensor) and r.is_floating_point():
-        verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol, rule.device)
-        row.update(
-            rmse_eager_vs_fp64=_numerics.json_number(e_err),
-            rmse_compiled_vs_fp64=_numerics.json_number(c_err),
-            accepted_by="fp64" if verdict else None,
-        )
-    row["verdict"] = "pass" if verdict else "fail"
-    result.table.append(row)
-    if not verdict:
-        result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs))
 
 
 def _nonfinite(s: Sample, name: str, count: int, eager_bad: int) -> Finding:

@@ -51,6 +51,8 @@ def _export(ep: Any, onnx_path: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    """Load, export, open a session and run every sample, recording each stage as it starts: a
+    stage that fails is recorded as data (``failed``, ``error``) and the child exits 0."""
     with open(argv[1], encoding="utf-8") as fh:
         request = json.load(fh)
     result_path = request["result"]
@@ -74,18 +76,31 @@ def main(argv: list[str]) -> int:
     result["export_seconds"] = time.monotonic() - started
     result["stage"] = "session"
     _write(result_path, result)
+    session = _session(request["onnx_path"], result)
+    _write(result_path, result)
+    if session is None:
+        return 0
+    for sample in request["samples"]:
+        result["samples"][sample["id"]] = _run_sample(session, sample, request, len(result["samples"]))
+        _write(result_path, result)
+    result["stage"] = "done"
+    _write(result_path, result)
+    return 0
 
+
+def _session(onnx_path: str, result: dict[str, Any]) -> Any:
+    """ONNX Runtime's CPU session on the exported model, its inputs and outputs recorded in
+    ``result`` (stage ``run`` next); None when it cannot be opened (``failed``: session)."""
     started = time.monotonic()
     try:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only
-        session = ort.InferenceSession(request["onnx_path"], options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001
         result.update(failed="session", error=_error(exc))
-        _write(result_path, result)
-        return 0
+        return None
     result["onnxruntime"] = ort.__version__
     result["inputs"] = [
         {"name": i.name, "type": i.type, "shape": [d if isinstance(d, (int, str)) else None for d in i.shape]} for i in session.get_inputs()
@@ -93,38 +108,33 @@ def main(argv: list[str]) -> int:
     result["outputs"] = [o.name for o in session.get_outputs()]
     result["session_seconds"] = time.monotonic() - started
     result["stage"] = "run"
-    _write(result_path, result)
+    return session
 
+
+def _run_sample(session: Any, sample: dict[str, Any], request: dict[str, Any], index: int) -> dict[str, Any]:
+    """One golden sample through the session, its outputs saved as ``ort-INDEX.safetensors``."""
     import numpy as np
     import torch
 
     from runtime_probe.formats import safetensors as _safetensors
 
     names = [i.name for i in session.get_inputs()]
-    for sample in request["samples"]:
-        sid = sample["id"]
-        keys = sample["inputs"]
-        started = time.monotonic()
-        if len(keys) != len(names):
-            result["samples"][sid] = {
-                "ok": False,
-                "error": f"the ONNX model takes {len(names)} input(s) ({', '.join(names)}), the sample has {len(keys)} tensor input(s)",
-            }
-            continue
-        try:
-            tensors = _safetensors.load(request["golden"], names=keys)
-            feed = {name: np.ascontiguousarray(tensors[key].numpy()) for name, key in zip(names, keys)}
-            outs = session.run(None, feed)
-            save = os.path.join(request["out_dir"], f"ort-{len(result['samples'])}.safetensors")
-            _safetensors.dump({f"o{k}": torch.from_numpy(np.ascontiguousarray(o)) for k, o in enumerate(outs)}, save)
-        except Exception as exc:  # noqa: BLE001
-            result["samples"][sid] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}"}
-        else:
-            result["samples"][sid] = {"ok": True, "path": save, "seconds": time.monotonic() - started}
-        _write(result_path, result)
-    result["stage"] = "done"
-    _write(result_path, result)
-    return 0
+    keys = sample["inputs"]
+    started = time.monotonic()
+    if len(keys) != len(names):
+        return {
+            "ok": False,
+            "error": f"the ONNX model takes {len(names)} input(s) ({', '.join(names)}), the sample has {len(keys)} tensor input(s)",
+        }
+    try:
+        tensors = _safetensors.load(request["golden"], names=keys)
+        feed = {name: np.ascontiguousarray(tensors[key].numpy()) for name, key in zip(names, keys)}
+        outs = session.run(None, feed)
+        save = os.path.join(request["out_dir"], f"ort-{index}.safetensors")
+        _safetensors.dump({f"o{k}": torch.from_numpy(np.ascontiguousarray(o)) for k, o in enumerate(outs)}, save)
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}"}
+    return {"ok": True, "path": save, "seconds": time.monotonic() - started}
 
 
 if __name__ == "__main__":

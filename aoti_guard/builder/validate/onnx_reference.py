@@ -27,6 +27,7 @@ from aoti_guard.builder.resolve.saved_program import save_program
 from aoti_guard.builder.twin.schedule import flat_program
 from aoti_guard.builder.validate import verdict
 from aoti_guard.builder.validate.references import sample_env
+from aoti_guard.builder.validate.subject import Subject
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.package.manifest import GoldenSample, IOContract
@@ -360,9 +361,8 @@ class Reference:
         """Judge one sample three ways, adding ONNX Runtime's columns to its table ``rows``."""
         ref = self._ready()
         if ref.outputs:
-            self.results += verdict.judge_sample(
-                self.contract, sample, compiled, ref.outputs.get(sample.id), refs64, rows, tolerance=self.tolerance
-            )
+            runs = verdict.SampleRuns(compiled, ref.outputs.get(sample.id), refs64)
+            self.results += verdict.judge_sample(self.contract, sample, runs, rows, tolerance=self.tolerance)
 
     def finish(self) -> tuple[dict[str, Any], list[Finding]]:
         """The reference's detail and findings: its own warnings, and the verdicts over every sample."""
@@ -374,25 +374,17 @@ class Reference:
 
 
 @contextlib.contextmanager
-def reference(
-    ep: Any,
-    work: str,
-    golden_path: str,
-    index: Sequence[GoldenSample],
-    contract: IOContract,
-    options: BuildOptions,
-    tolerance: ToleranceRule,
-    note: Callable[[str], None],
-) -> Iterator[Reference | None]:
+def reference(subject: Subject, work: str, golden_path: str, index: Sequence[GoldenSample]) -> Iterator[Reference | None]:
     """The ONNX Runtime reference when ``options.reference`` asks for it (else None), its child
     started on entry and killed on exit if it is still running."""
+    options, contract = subject.options, subject.contract
     if options.reference is None:
         yield None
         return
-    note(f"onnxruntime reference: exporting the program to ONNX, ONNX Runtime runs {len(index)} sample(s) in a child process")
-    started = start_reference(ep, work, golden_path, index, contract, options.keep_onnx)
+    subject.note(f"onnxruntime reference: exporting the program to ONNX, ONNX Runtime runs {len(index)} sample(s) in a child process")
+    started = start_reference(subject.ep, work, golden_path, index, contract, options.keep_onnx)
     try:
-        yield Reference(started, contract, options, tolerance, note)
+        yield Reference(started, contract, options, subject.tolerance, subject.note)
     finally:
         if isinstance(started, PendingReference):
             started.cancel()

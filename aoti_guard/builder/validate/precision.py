@@ -25,8 +25,7 @@ from typing import Any
 from aoti_guard.builder.golden import Sample
 from aoti_guard.builder.validate.references import call_with_leaves
 from aoti_guard.builder.validate.stages import AGREES, COMPILER_STAGES, StageRow, compare_outputs, first_departing
-from aoti_guard.builder.validate.tolerance import ToleranceRule
-from runtime_probe.package.manifest import IOContract
+from aoti_guard.builder.validate.subject import Subject
 from runtime_probe.reporting.findings import Finding
 
 __all__ = ["CONFIG", "FLAG", "HALF", "Remedy", "candidate", "half_dtype", "verify", "with_remedy"]
@@ -86,38 +85,25 @@ def candidate(ep: Any, rows: list[StageRow], configs: Mapping[str, Any]) -> str 
     return half_dtype(ep)
 
 
-@dataclass(frozen=True)
-class Trial:
-    """What ``verify`` needs of the build: the program, the eager model, the contract, the build's
-    Inductor configs and tolerance, and the device."""
-
-    ep: Any
-    eager_fn: Any
-    contract: IOContract
-    configs: Mapping[str, Any]
-    tolerance: ToleranceRule
-    device: str
-
-
-def verify(trial: Trial, sample: Sample, dtype: str, work: str, run_package: Callable[[str], list[Any] | None]) -> Remedy:
-    """Compile the program again with ``emulate_precision_casts`` (and the build's configs) into
-    ``work``, run it on ``sample`` (``run_package``: loads a package in the validation child and
+def verify(subject: Subject, sample: Sample, dtype: str, work: str, run_package: Callable[[str], list[Any] | None]) -> Remedy:
+    """Compile the program again with ``emulate_precision_casts`` (and the build's configs,
+    ``subject.configs``) into ``work``, run it on ``sample`` (``run_package``: loads a package in the validation child and
     returns its outputs on the sample, None when it failed) and compare with eager."""
     from aoti_guard.builder.compile.aoti import CompileError, compile_files
     from aoti_guard.pt2.writer import package_release
 
-    configs = {k: v for k, v in trial.configs.items() if k not in _DROPPED}
+    configs = {k: v for k, v in subject.configs.items() if k not in _DROPPED}
     configs[CONFIG] = True
     path = os.path.join(work, "remedy-emulate-precision-casts.pt2")
     try:
-        package_release(path, compile_files(trial.ep, configs))
+        package_release(path, compile_files(subject.ep, configs))
     except CompileError as exc:
         return Remedy(False, dtype, sample.id, note=f"the rebuild with {CONFIG}=true failed: {exc}")
     got = run_package(path)
     if got is None:
         return Remedy(False, dtype, sample.id, note=f"the package rebuilt with {CONFIG}=true could not run on the sample")
-    eager = call_with_leaves(trial.eager_fn, trial.contract, sample.leaves, trial.device)
-    status, worst, _output = compare_outputs(trial.contract, got, eager, trial.tolerance)
+    eager = call_with_leaves(subject.eager_fn, subject.contract, sample.leaves, subject.device)
+    status, worst, _output = compare_outputs(subject.contract, got, eager, subject.tolerance)
     return Remedy(status == AGREES, dtype, sample.id, worst)
 
 

@@ -23,8 +23,9 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from aoti_guard.builder.validate.tolerance import OTHER, ToleranceRule
-from runtime_probe.package.manifest import IOContract
+from aoti_guard.builder.golden import Sample
+from aoti_guard.builder.validate.subject import Subject
+from aoti_guard.builder.validate.tolerance import OTHER
 
 __all__ = ["MARKER", "repro_dir", "write_repro"]
 
@@ -120,25 +121,16 @@ def _literal_configs(configs: Mapping[str, Any]) -> tuple[dict[str, Any], list[s
     return kept, dropped
 
 
-def write_repro(
-    ep: Any,
-    contract: IOContract,
-    leaves: list[Any],
-    configs: Mapping[str, Any],
-    output: str,
-    *,
-    device: str,
-    sample_id: str,
-    tolerance: ToleranceRule,
-) -> tuple[str | None, str | None]:
-    """Write ``OUT.repro/``; returns ``(repro.py path, None)`` or ``(None, why not)``.
-    ``tolerance``: the build's; the script judges by the same atol/rtol per dtype.
+def write_repro(subject: Subject, sample: Sample) -> tuple[str | None, str | None]:
+    """Write ``OUT.repro/`` (OUT: ``subject.options.output``) for ``sample``'s inputs; returns
+    ``(repro.py path, None)`` or ``(None, why not)``. The script compiles with the subject's
+    configs on its device and judges by the build's tolerance (the same atol/rtol per dtype).
 
     A folder of that name that aoti-guard did not make is left alone."""
     import torch
     from torch.utils import _pytree as pytree
 
-    folder = repro_dir(output)
+    folder = repro_dir(subject.options.output)
     if os.path.exists(folder) and not os.path.exists(os.path.join(folder, MARKER)):
         return None, f"{folder} exists and was not made by aoti-guard"
     shutil.rmtree(folder, ignore_errors=True)
@@ -146,15 +138,17 @@ def write_repro(
     with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as fh:
         fh.write("made by aoti-guard build; replaced by the next build of the same output\n")
     try:
-        torch.export.save(ep, os.path.join(folder, "program.pt2"))
+        torch.export.save(subject.ep, os.path.join(folder, "program.pt2"))
     except Exception as exc:  # noqa: BLE001 - a program torch cannot serialize
         return None, f"torch.export.save failed: {type(exc).__name__}: {str(exc)[:200]}"
-    cpu = [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in leaves]
-    args, kwargs = pytree.tree_unflatten(cpu, pytree.treespec_loads(contract.in_spec))
+    cpu = [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in sample.leaves]
+    args, kwargs = pytree.tree_unflatten(cpu, pytree.treespec_loads(subject.contract.in_spec))
     torch.save((tuple(args), dict(kwargs)), os.path.join(folder, "inputs.pt"))
-    kept, dropped = _literal_configs(configs)
-    note = f" (golden sample {sample_id})" + (f"; configs not carried: {', '.join(dropped)}" if dropped else "")
-    script = _SCRIPT.format(device=device, configs=repr(kept), tolerance=repr(tolerance.table()), other=OTHER, sample_note=note)
+    kept, dropped = _literal_configs(subject.configs)
+    note = f" (golden sample {sample.id})" + (f"; configs not carried: {', '.join(dropped)}" if dropped else "")
+    script = _SCRIPT.format(
+        device=subject.device, configs=repr(kept), tolerance=repr(subject.tolerance.table()), other=OTHER, sample_note=note
+    )
     path = os.path.join(folder, "repro.py")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(script)

@@ -33,7 +33,7 @@ from aoti_guard.builder.validate.child_run import ChildRun
 from aoti_guard.builder.validate.compare import Comparison, ValidationResult
 from aoti_guard.builder.validate.golden_store import GoldenStore
 from aoti_guard.builder.validate.references import Float64Reference, eager_output, golden_payload, sample_env
-from aoti_guard.builder.validate.tolerance import ToleranceRule
+from aoti_guard.builder.validate.subject import Subject
 from runtime_probe.child import failures
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, Worker
 from runtime_probe.formats import safetensors as _safetensors
@@ -47,6 +47,7 @@ __all__ = [
     "ChildRun",
     "SampleSteps",
     "Validation",
+    "ValidationJob",
     "ValidationResult",
     "compiled_sample",
     "example_leaves",
@@ -310,30 +311,31 @@ class _Steps:
 
     def __init__(
         self,
-        eager_fn: Any,
-        contract: IOContract,
-        options: BuildOptions,
+        subject: Subject,
         run: ChildRun,
         fp64: Float64Reference | None,
         reference: reference_onnx.Reference | None,
         out: Validation,
         *,
-        tolerance: ToleranceRule,
         fp64_rule: bool = True,
     ) -> None:
-        self.eager_fn, self.contract, self.options, self.run = eager_fn, contract, options, run
+        self.eager_fn, self.contract, self.options, self.run = subject.eager_fn, subject.contract, subject.options, run
         self.fp64_reference, self.reference, self.out = fp64, reference, out
         self.index = {g.id: g for g in run.index}
         # A CUDA build compares on its GPU, a chunk at a time: on the CPU, full-size logits took minutes.
-        on_gpu = options.device if options.device.startswith("cuda") else None
+        on_gpu = self.options.device if self.options.device.startswith("cuda") else None
         self.comparison = Comparison(
-            contract, allow_nonfinite=options.allow_nonfinite, tolerance=tolerance, device=on_gpu, fp64_rule=fp64_rule
+            self.contract,
+            allow_nonfinite=self.options.allow_nonfinite,
+            tolerance=subject.tolerance,
+            device=on_gpu,
+            fp64_rule=fp64_rule,
         )
         self.child_failures: list[Finding] = []
         self.crashed: GoldenSample | None = None
         self.child_gone = False
         self.release_example: list[Any] | None = None  # the twin is compared with it
-        self.store = GoldenStore(contract, options.golden_max_bytes, on_gpu)
+        self.store = GoldenStore(self.contract, self.options.golden_max_bytes, on_gpu)
 
     def eager(self, s: Sample) -> bool:
         if s.outputs:
@@ -383,114 +385,157 @@ class _Steps:
         return self.child_gone
 
 
-def run_validation(
-    ep: Any,
-    eager_fn: Any,
-    contract: IOContract,
-    configs: Mapping[str, Any],
-    options: BuildOptions,
-    note: Callable[[str], None],
-    work: str,
-    worker: Worker,
-    release_pt2: str,
-    *,
-    tolerance: ToleranceRule,
-    example_outputs: Any = None,
-    graph_causes: Sequence[str] = (),
-    user_samples: Sequence[Sample] = (),
-) -> Validation:
-    """Validate the compiled package against eager on every golden sample.
+@dataclass(frozen=True)
+class ValidationJob:
+    """What validation takes: the subject (the program, its eager model, configs, options and the
+    build's tolerance, resolved once: every comparison, the stage bisection, the repro and the ONNX
+    Runtime verdict judge by it), the child and the compiled release package, and the export
+    step's results it reuses.
 
-    ``tolerance``: the build's, resolved once (BuildState.tolerance): every comparison here, the
-    stage bisection, the repro and the ONNX Runtime verdict judge by it, and the manifest records
-    it per output.
     ``example_outputs``: eager's outputs on the example from the export step: compared with this
     step's own eager run of the example, they say whether eager repeats itself (when it does not,
-    the float64 rule is off: eager's noise must never widen a tolerance). ``graph_causes``: what
-    the export step found in the graph (random ops, buffer updates), named by the stage bisection.
-    ``user_samples``: the user's own (builder/export/user_samples.py, already checked against the
-    contract), validated and stored after the generated ones."""
-    out = Validation()
-    samples = [*_generated_samples(ep, contract, options, out), *user_samples]
-    if not samples:
+    the float64 rule is off: eager's noise must never widen a tolerance). ``user_samples``: the
+    user's own (builder/export/user_samples.py, already checked against the contract), validated
+    and stored after the generated ones."""
+
+    subject: Subject
+    work: str
+    worker: Worker
+    release_pt2: str
+    example_outputs: Any = None
+    user_samples: Sequence[Sample] = ()
+
+
+def run_validation(job: ValidationJob) -> Validation:
+    """Validate the compiled package against eager on every golden sample."""
+    subject, out = job.subject, Validation()
+    prepared = _prepared_samples(job, out)
+    if prepared is None:
         return out
-    # The example first, alone: a model that fails on its own inputs fails before anything starts.
-    example_error = eager_output(eager_fn, contract, samples[0], options.device)
-    if example_error is not None:
-        out.findings.append(example_error)
-        return out
-    out.eager_repeat = stages_mod.eager_repeat(contract, samples[0].outputs, example_outputs, tolerance)
-    repeatable = out.eager_repeat is None or out.eager_repeat["status"] == stages_mod.AGREES
-    if not repeatable:
-        note("eager gave two different answers on the example: the float64 rule is off (eager's noise is no floor)")
-    note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")
-    for s in samples:
-        if s.note:
-            note(f"golden sample {s.id}: {s.note}")
-    inputs_bytes, index = golden_payload(contract, [Sample(s.id, s.symbols, s.leaves) for s in samples])  # inputs only
-    inputs_path = os.path.join(work, "golden-inputs.safetensors")
-    with open(inputs_path, "wb") as fh:
-        fh.write(inputs_bytes)
-    del inputs_bytes
-    device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    run = ChildRun(worker, inputs_path, index, contract, options.device, device_index, work, options.timeout_s, options.user_modules)
-    fp64 = Float64Reference(eager_fn, contract, options.device, samples[0]) if options.fp64_reference else None
+    samples, repeatable = prepared
+    run = _child_run(job, samples)
+    options = subject.options
+    fp64 = Float64Reference(subject.eager_fn, subject.contract, options.device, samples[0]) if options.fp64_reference else None
     free_cached_gpu_memory(options.device)
     # Started before the compiled runs so the two overlap; killed on the way out whatever happens.
-    with reference_onnx.reference(ep, work, inputs_path, index, contract, options, tolerance, note) as reference:
+    with reference_onnx.reference(subject, job.work, run.golden_path, run.index) as reference:
         facts: dict[str, Any] = {}
-        broken = _torch_in_child(run, facts)
-        if broken is not None:  # the environment's doing: no load was tried, nothing to escalate
-            out.findings.append(broken)
+        opened, loaded = _open_child(job, run, facts, out)
+        if not opened:
             return out
-        try:
-            loaded = _load_release(run, ep, configs, release_pt2, facts)
-        except ChildFailure as exc:
-            out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
-            if isinstance(exc, ChildCrashed):
-                note("the child crashed loading the package: climbing the probe's escalation ladder")
-                out.findings += diagnose.crash(release_pt2, run, facts, None, ESCALATE_S, options.output)
-            return out
-        note("validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child")
-        steps = _Steps(eager_fn, contract, options, run, fp64, reference, out, tolerance=tolerance, fp64_rule=repeatable)
+        subject.note(
+            "validating one sample at a time: eager" + (", float64" if fp64 is not None else "") + " and the compiled model in a child"
+        )
+        steps = _Steps(subject, run, fp64, reference, out, fp64_rule=repeatable)
         accepted = validate_each(samples, steps, out.timings)
         if fp64 is not None:
             fp64.close()
             if fp64.skipped is not None:
                 out.findings.append(fp64.skipped)
-        out.coverage, gaps = coverage(contract, accepted, guards_accepted=options.allow_export_guards)
-        if gaps and not steps.child_gone:  # a child that died cut the samples short: its failure is the error
-            out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
-        out.findings += steps.child_failures
-        if steps.crashed is not None:
-            note(f"the child crashed on golden sample {steps.crashed.id}: climbing the probe's escalation ladder")
-            out.findings += diagnose.crash(release_pt2, run, facts, steps.crashed, ESCALATE_S, options.output)
+        _child_outcome(job, steps, accepted, facts, out)
         result = steps.comparison.finish()
         out.findings += result.findings
         out.tolerances, out.table, out.margins = result.tolerances, result.table, result.margins
         out.sample_tolerances = result.sample_tolerances
         failed = next((f for f in result.findings if f.code == "build.validation_failed"), None)
         if failed is not None and not steps.child_gone:
-            out.findings += _bisect(ep, eager_fn, contract, configs, options, tolerance, run, samples, failed, graph_causes, note, out)
+            out.findings += _bisect(subject, run, samples, failed, out)
         if reference is not None:
             out.reference, ref_findings = reference.finish()
             out.findings += ref_findings
         if loaded is not None and not steps.child_gone:
-            out.constant_names, naming = _constant_names(run, ep, release_pt2, loaded)
-            out.findings += naming
-            for fqn, name in sorted(out.constant_names.renamed.items()):
-                note(f"constant {fqn} is {name} in the package (the same bytes)")
+            _name_constants(job, run, loaded, out)
         if not steps.child_failures:  # the debug_twin step checks the twin in the same child (twin_check.py)
             out.child_run, out.release_example = run, steps.release_example
             out.release_nonfinite = any(f.code == "build.nonfinite" for f in result.findings)
-        payload = steps.store.payload(out.tolerances, out.sample_tolerances)
-        if payload is not None:
-            out.golden_bytes, out.index, out.compact = payload
-        out.storage = steps.store.rows
-        for row in out.storage:
-            if row["stored"] == "compact":
-                note(f"golden sample {row['sample']} stored compact (over the cap): inputs {row['inputs']}; outputs {row['outputs']}")
+        _store_golden(steps.store, subject.note, out)
         return out
+
+
+def _prepared_samples(job: ValidationJob, out: Validation) -> tuple[list[Sample], bool] | None:
+    """The samples (generated, then the user's) with the example's eager outputs made first, alone:
+    a model that fails on its own inputs fails before anything starts. Also whether eager repeats
+    itself on the example (the float64 rule's condition). None when nothing can be validated."""
+    subject = job.subject
+    samples = [*_generated_samples(subject.ep, subject.contract, subject.options, out), *job.user_samples]
+    if not samples:
+        return None
+    example_error = eager_output(subject.eager_fn, subject.contract, samples[0], subject.options.device)
+    if example_error is not None:
+        out.findings.append(example_error)
+        return None
+    out.eager_repeat = stages_mod.eager_repeat(subject.contract, samples[0].outputs, job.example_outputs, subject.tolerance)
+    repeatable = out.eager_repeat is None or out.eager_repeat["status"] == stages_mod.AGREES
+    if not repeatable:
+        subject.note("eager gave two different answers on the example: the float64 rule is off (eager's noise is no floor)")
+    subject.note(f"{len(samples)} golden sample(s): {', '.join(f'{s.id} ({sample_env(s)})' for s in samples)}")
+    for s in samples:
+        if s.note:
+            subject.note(f"golden sample {s.id}: {s.note}")
+    return samples, repeatable
+
+
+def _child_run(job: ValidationJob, samples: Sequence[Sample]) -> ChildRun:
+    """The samples' inputs written to a file of the child's own (no outputs in it), and how the
+    child runs them."""
+    contract, options = job.subject.contract, job.subject.options
+    inputs_bytes, index = golden_payload(contract, [Sample(s.id, s.symbols, s.leaves) for s in samples])  # inputs only
+    inputs_path = os.path.join(job.work, "golden-inputs.safetensors")
+    with open(inputs_path, "wb") as fh:
+        fh.write(inputs_bytes)
+    del inputs_bytes
+    device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
+    return ChildRun(
+        job.worker, inputs_path, index, contract, options.device, device_index, job.work, options.timeout_s, options.user_modules
+    )
+
+
+def _open_child(job: ValidationJob, run: ChildRun, facts: dict[str, Any], out: Validation) -> tuple[bool, list[str] | None]:
+    """torch in the child, then the release model loaded in it: (whether it opened, the constant
+    names it lists). A crash on load climbs the probe's escalation ladder; failures go to ``out``."""
+    broken = _torch_in_child(run, facts)
+    if broken is not None:  # the environment's doing: no load was tried, nothing to escalate
+        out.findings.append(broken)
+        return False, None
+    try:
+        return True, _load_release(run, job.subject.ep, job.subject.configs, job.release_pt2, facts)
+    except ChildFailure as exc:
+        out.findings.append(failure_finding(exc, "loading the compiled release model", "load"))
+        if isinstance(exc, ChildCrashed):
+            job.subject.note("the child crashed loading the package: climbing the probe's escalation ladder")
+            out.findings += diagnose.crash(job.release_pt2, run, facts, None, ESCALATE_S, job.subject.options.output)
+        return False, None
+
+
+def _child_outcome(job: ValidationJob, steps: _Steps, accepted: Sequence[Sample], facts: dict[str, Any], out: Validation) -> None:
+    """After the samples: the coverage they reached, the child's failures, and a crash diagnosed."""
+    options = job.subject.options
+    out.coverage, gaps = coverage(job.subject.contract, accepted, guards_accepted=options.allow_export_guards)
+    if gaps and not steps.child_gone:  # a child that died cut the samples short: its failure is the error
+        out.findings.append(_coverage_finding(gaps, options.allow_partial_coverage))
+    out.findings += steps.child_failures
+    if steps.crashed is not None:
+        job.subject.note(f"the child crashed on golden sample {steps.crashed.id}: climbing the probe's escalation ladder")
+        out.findings += diagnose.crash(job.release_pt2, steps.run, facts, steps.crashed, ESCALATE_S, options.output)
+
+
+def _name_constants(job: ValidationJob, run: ChildRun, loaded: list[str], out: Validation) -> None:
+    """The package's names for the program's constants, with a note per renamed one."""
+    out.constant_names, naming = _constant_names(run, job.subject.ep, job.release_pt2, loaded)
+    out.findings += naming
+    for fqn, name in sorted(out.constant_names.renamed.items()):
+        job.subject.note(f"constant {fqn} is {name} in the package (the same bytes)")
+
+
+def _store_golden(store: GoldenStore, note: Callable[[str], None], out: Validation) -> None:
+    """What the package stores of the samples (whole, compact or dropped), into ``out``."""
+    payload = store.payload(out.tolerances, out.sample_tolerances)
+    if payload is not None:
+        out.golden_bytes, out.index, out.compact = payload
+    out.storage = store.rows
+    for row in out.storage:
+        if row["stored"] == "compact":
+            note(f"golden sample {row['sample']} stored compact (over the cap): inputs {row['inputs']}; outputs {row['outputs']}")
 
 
 def free_cached_gpu_memory(device: str) -> None:
@@ -509,20 +554,7 @@ def free_cached_gpu_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _bisect(
-    ep: Any,
-    eager_fn: Any,
-    contract: IOContract,
-    configs: Mapping[str, Any],
-    options: BuildOptions,
-    tolerance: ToleranceRule,
-    run: ChildRun,
-    samples: Sequence[Sample],
-    failed: Finding,
-    graph_causes: Sequence[str],
-    note: Callable[[str], None],
-    out: Validation,
-) -> list[Finding]:
+def _bisect(subject: Subject, run: ChildRun, samples: Sequence[Sample], failed: Finding, out: Validation) -> list[Finding]:
     """The stage bisection (stages.py) on the first sample that failed, the package rerun in the child."""
     sample = next((s for s in samples if s.id == failed.evidence.get("sample")), None)
     if sample is None:
@@ -533,14 +565,13 @@ def _bisect(
         got = compiled_sample(run, "release", golden)
         return None if isinstance(got, ChildFailure) else got
 
-    note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
-    rows, findings = stages_mod.explain_failure(ep, eager_fn, contract, configs, options, tolerance, sample, package, graph_causes, note)
+    subject.note(f"compiled differs from eager on sample {sample.id}: rerunning the stages between them (eager, export, decompositions)")
+    rows, findings = stages_mod.explain_failure(subject, sample, package)
     out.stages = [r.to_dict() for r in rows]
-    dtype = precision.candidate(ep, rows, configs)
+    dtype = precision.candidate(subject.ep, rows, subject.configs)
     if dtype is not None and findings and findings[0].code == "build.first_divergence":
-        note(f"compiled {dtype} differs from eager: rebuilding with {precision.CONFIG}=true to try it on sample {sample.id}")
-        trial = precision.Trial(ep, eager_fn, contract, configs, tolerance, options.device)
-        remedy = precision.verify(trial, sample, dtype, run.out_dir, lambda path: _run_other(run, path, golden))
+        subject.note(f"compiled {dtype} differs from eager: rebuilding with {precision.CONFIG}=true to try it on sample {sample.id}")
+        remedy = precision.verify(subject, sample, dtype, run.out_dir, lambda path: _run_other(run, path, golden))
         findings[0] = precision.with_remedy(findings[0], remedy)
     return findings
 

@@ -19,14 +19,14 @@ not run is ``skipped`` or ``raised``, and the finding says what is not known.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aoti_guard.builder.golden import Sample
-from aoti_guard.builder.options import BuildOptions
 from aoti_guard.builder.validate.references import call_with_leaves, sample_env
 from aoti_guard.builder.validate.repro import write_repro
+from aoti_guard.builder.validate.subject import Subject
 from aoti_guard.builder.validate.tolerance import ToleranceRule
 from runtime_probe.package.manifest import IOContract
 from runtime_probe.reporting.findings import Finding, error, warning
@@ -123,26 +123,16 @@ def _run(fn: Callable[[], list[Any]]) -> tuple[list[Any] | None, str | None]:
         return None, _first_line(exc)
 
 
-def bisect(
-    ep: Any,
-    eager_fn: Any,
-    contract: IOContract,
-    sample: Sample,
-    package: Callable[[], list[Any] | None],
-    *,
-    device: str,
-    tolerance: ToleranceRule,
-    compile_stage: bool = True,
-    note: Callable[[str], None] = lambda _msg: None,
-) -> list[StageRow]:
+def bisect(subject: Subject, sample: Sample, package: Callable[[], list[Any] | None], *, compile_stage: bool = True) -> list[StageRow]:
     """Rerun the stages on ``sample``'s inputs; returns one row per stage, in order.
 
     ``package``: the package's outputs on the sample (the validation child), None when it failed.
-    ``tolerance``: the build's, by which each stage agrees with eager or departs.
+    ``subject.tolerance``: the build's, by which each stage agrees with eager or departs.
     ``compile_stage``: allow the torch.compile stage (a compile of its own)."""
+    ep, eager_fn, contract, tolerance = subject.ep, subject.eager_fn, subject.contract, subject.tolerance
 
     def call(fn: Any) -> list[Any]:
-        return call_with_leaves(fn, contract, sample.leaves, device)
+        return call_with_leaves(fn, contract, sample.leaves, subject.device)
 
     first, why = _run(lambda: call(eager_fn))
     if first is None:
@@ -152,7 +142,7 @@ def bisect(
     rows.append(_row("eager", contract, again, first, why, tolerance))
     exported, why = _run(lambda: call(ep.module()))
     rows.append(_row("export", contract, exported, first, why, tolerance))
-    note("stage bisection: running the decomposed program")
+    subject.note("stage bisection: running the decomposed program")
     decomposed, why = _run(lambda: call(ep.run_decompositions().module()))
     rows.append(_row("decompose", contract, decomposed, first, why, tolerance))
     packaged = package()
@@ -169,8 +159,8 @@ def bisect(
     elif not compile_stage:
         rows.append(StageRow("inductor", SKIPPED, note="not asked for"))
     else:
-        note("stage bisection: torch.compile of the exported program (one compile), to tell Inductor from AOTInductor")
-        compiled, why = _run(lambda: _torch_compile_outputs(ep, contract, sample, device))
+        subject.note("stage bisection: torch.compile of the exported program (one compile), to tell Inductor from AOTInductor")
+        compiled, why = _run(lambda: _torch_compile_outputs(ep, contract, sample, subject.device))
         rows.append(_row("inductor", contract, compiled, first, why, tolerance))
     rows.append(package_row)
     return rows
@@ -254,43 +244,58 @@ def _explain(
     graph_causes: Sequence[str],
     repro: str | None,
 ) -> tuple[str, str]:
+    """The finding's message and hint for the first stage that departs."""
     by_stage = {r.stage: r for r in rows}
     if first.stage == "eager":
-        if first.status == RAISED:
-            return f"eager raised when called again on {where}: {first.note}", "make the model run twice on one input"
-        cause = (
-            "the export step found " + "; ".join(graph_causes)
-            if graph_causes
-            else "the exported graph has no random op and no in-place buffer update: look for Python-side state or nondeterministic kernels"
-        )
-        return (
-            f"the first stage that departs is eager itself: two calls on {where} differ ({err}); {cause}. "
-            "The compiler is not the cause: no golden output can be checked against a model that changes its own answer",
-            "make forward deterministic and free of state (model.eval(), no random ops, no in-place buffer updates); see "
-            "build.nondeterministic / build.stateful_model",
-        )
+        return _explain_eager(first, where, err, graph_causes)
     if first.stage == "export":
-        if first.status == RAISED and "Guard failed" in (first.note or ""):
-            return (
-                f"the first stage that departs is torch.export: the exported program refuses {where} ({first.note}). Export traced "
-                "the branch of the example's sizes and recorded a guard for it; AOTInductor does not enforce that guard, so the "
-                "package ran this input through the traced branch"
-                + (f" (package: {_err(by_stage.get('package'))})" if by_stage.get("package") else ""),
-                "build.export_specialized (export phase) lists the guards that restrict the declared dims, the golden samples "
-                "that break each, and the fixes: an example that takes the general branch, torch._check, torch.cond or static "
-                "dims; or accept them with --allow-export-guards (the loader then enforces them)",
-            )
-        return (
-            f"the first stage that departs is torch.export: the exported program differs from eager on {where} ({err})",
-            "export changed the model's behaviour: compare ep.module() with the model on this input (torch.export's docs on "
-            "specialization and non-strict tracing say what can differ)",
-        )
+        return _explain_export(first, by_stage.get("package"), where, err)
     if first.stage == "decompose":
         return (
             f"the first stage that departs is the ATen decompositions: ep.run_decompositions() differs from eager on {where} ({err}) "
             "while the exported program agrees",
             "a decomposition changes the result: find the op with torch.export's decomposition table; report it to PyTorch",
         )
+    return _explain_compiler(first, by_stage, where, err, repro)
+
+
+def _explain_eager(first: StageRow, where: str, err: str, graph_causes: Sequence[str]) -> tuple[str, str]:
+    """Eager itself departs: the model is not a function of its inputs, whatever the compiler does."""
+    if first.status == RAISED:
+        return f"eager raised when called again on {where}: {first.note}", "make the model run twice on one input"
+    cause = (
+        "the export step found " + "; ".join(graph_causes)
+        if graph_causes
+        else "the exported graph has no random op and no in-place buffer update: look for Python-side state or nondeterministic kernels"
+    )
+    return (
+        f"the first stage that departs is eager itself: two calls on {where} differ ({err}); {cause}. "
+        "The compiler is not the cause: no golden output can be checked against a model that changes its own answer",
+        "make forward deterministic and free of state (model.eval(), no random ops, no in-place buffer updates); see "
+        "build.nondeterministic / build.stateful_model",
+    )
+
+
+def _explain_export(first: StageRow, package: StageRow | None, where: str, err: str) -> tuple[str, str]:
+    """torch.export departs: a guard it recorded refuses the input, or the traced program differs."""
+    if first.status == RAISED and "Guard failed" in (first.note or ""):
+        return (
+            f"the first stage that departs is torch.export: the exported program refuses {where} ({first.note}). Export traced "
+            "the branch of the example's sizes and recorded a guard for it; AOTInductor does not enforce that guard, so the "
+            "package ran this input through the traced branch" + (f" (package: {_err(package)})" if package else ""),
+            "build.export_specialized (export phase) lists the guards that restrict the declared dims, the golden samples "
+            "that break each, and the fixes: an example that takes the general branch, torch._check, torch.cond or static "
+            "dims; or accept them with --allow-export-guards (the loader then enforces them)",
+        )
+    return (
+        f"the first stage that departs is torch.export: the exported program differs from eager on {where} ({err})",
+        "export changed the model's behaviour: compare ep.module() with the model on this input (torch.export's docs on "
+        "specialization and non-strict tracing say what can differ)",
+    )
+
+
+def _explain_compiler(first: StageRow, by_stage: dict[str, StageRow], where: str, err: str, repro: str | None) -> tuple[str, str]:
+    """Inductor or the package departs while the programs agree: torch.compile's row tells which."""
     repro_text = f"; a standalone repro (plain torch) is in {repro}" if repro else ""
     inductor = by_stage.get("inductor")
     if first.stage == "inductor":
@@ -338,35 +343,15 @@ def eager_repeat(contract: IOContract, outputs: Sequence[Any], earlier: Any, tol
     return {"status": status, "max_abs": worst, "output": output}
 
 
-def explain_failure(
-    ep: Any,
-    eager_fn: Any,
-    contract: IOContract,
-    configs: Mapping[str, Any],
-    options: BuildOptions,
-    tolerance: ToleranceRule,
-    sample: Sample,
-    package: Callable[[], list[Any] | None],
-    graph_causes: Sequence[str],
-    note: Callable[[str], None],
-) -> tuple[list[StageRow], list[Finding]]:
+def explain_failure(subject: Subject, sample: Sample, package: Callable[[], list[Any] | None]) -> tuple[list[StageRow], list[Finding]]:
     """Bisect ``sample``, write the standalone repro when a compiler stage departs, and name the
-    first stage (``build.first_divergence``). ``tolerance``: the build's (BuildState.tolerance)."""
-    rows = bisect(ep, eager_fn, contract, sample, package, device=options.device, tolerance=tolerance, note=note)
+    first stage (``build.first_divergence``), judged by ``subject.tolerance`` (the build's)."""
+    rows = bisect(subject, sample, package)
     first = first_departing(rows)
     repro: str | None = None
     findings: list[Finding] = []
     if first is not None and first.stage in COMPILER_STAGES:
-        repro, why = write_repro(
-            ep,
-            contract,
-            sample.leaves,
-            configs,
-            options.output,
-            device=options.device,
-            sample_id=sample.id,
-            tolerance=tolerance,
-        )
+        repro, why = write_repro(subject, sample)
         if repro is None:
             findings.append(warning("build.first_divergence", PHASE, f"no standalone repro was written: {why}", hint="see --minify"))
-    return rows, [stage_finding(rows, sample, graph_causes=graph_causes, repro=repro), *findings]
+    return rows, [stage_finding(rows, sample, graph_causes=subject.graph_causes, repro=repro), *findings]

@@ -77,15 +77,9 @@ def run_twin(
     samples, for the non-finite baseline (``nonfinite`` in the result: what the probe's escalation
     reads the twin's printed values against). A NaN it prints is an error naming buffer and kernel. ``constants_from`` (``{"path", "model_name"}``):
     the twin has no weights of its own and is given that package model's first."""
-    load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
-    try:
-        run.worker.request(
-            "load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index, **load_args
-        )
-    except ChildFailure as exc:
-        f = failure_finding(exc, "loading the debug twin", "load")
-        hint = "the release model is unaffected; the probe will not be able to escalate to the twin"
-        return {}, [warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence)]
+    not_loaded = _load_twin(run, twin_path, twin_model, constants_from)
+    if not_loaded is not None:
+        return {}, [not_loaded]
     out_mark, err_mark = run.worker.stdout.total, run.worker.stderr.total
     example = next(g for g in run.index if g.id == "example")
     started = time.perf_counter()
@@ -109,11 +103,7 @@ def run_twin(
     if any(runs.values()):  # a level-2 twin printed values: what the escalation reads them against
         info_["nonfinite"] = {"samples": list(runs), "names": baseline}
     if not isinstance(twin, ChildFailure) and release is not None:
-        diffs = []
-        for a, b in zip(twin, release):
-            if a is not None and b is not None and a.shape == b.shape and a.is_floating_point():
-                diffs.append(float((a.double() - b.double()).abs().nan_to_num(0.0).max().item()) if a.numel() else 0.0)
-        info_["max_abs_vs_release"] = max(diffs, default=0.0)
+        info_["max_abs_vs_release"] = _max_abs(twin, release)
     if not info_["kernels"] and not findings:
         findings.append(
             warning(
@@ -124,3 +114,27 @@ def run_twin(
             )
         )
     return info_, findings
+
+
+def _load_twin(run: ChildRun, twin_path: str, twin_model: str, constants_from: Mapping[str, str] | None) -> Finding | None:
+    """The twin loaded in the child (given ``constants_from``'s weights when it has none of its
+    own); a warning when it cannot be: the release model is unaffected."""
+    load_args = {"constants_from": dict(constants_from)} if constants_from is not None else {}
+    try:
+        run.worker.request(
+            "load", run.timeout, key="twin", path=twin_path, model_name=twin_model, device_index=run.device_index, **load_args
+        )
+    except ChildFailure as exc:
+        f = failure_finding(exc, "loading the debug twin", "load")
+        hint = "the release model is unaffected; the probe will not be able to escalate to the twin"
+        return warning("build.twin_failed", PHASE, f.message, hint=hint, evidence=f.evidence)
+    return None
+
+
+def _max_abs(twin: Sequence[Any], release: Sequence[Any]) -> float:
+    """The twin's worst difference from the release model over the floating outputs they share."""
+    diffs = []
+    for a, b in zip(twin, release):
+        if a is not None and b is not None and a.shape == b.shape and a.is_floating_point():
+            diffs.append(float((a.double() - b.double()).abs().nan_to_num(0.0).max().item()) if a.numel() else 0.0)
+    return max(diffs, default=0.0)

@@ -33,6 +33,8 @@ __all__ = [
     "NONE",
     "NUMERICS",
     "Pair",
+    "Results",
+    "SampleRuns",
     "ThreeWay",
     "classify",
     "close_to_fp64",
@@ -121,23 +123,24 @@ def classify(aoti_eager: bool, ort_eager: bool | None) -> str:
     return AGREE if aoti_eager else COMPILER
 
 
-def three_way(
-    sample: str,
-    output: str,
-    eager: Any,
-    aoti: Any,
-    ort: Any,
-    ref64: Any = None,
-    *,
-    atol: float,
-    rtol: float,
-    equal_nan: bool = False,
-) -> ThreeWay:
-    """Compare the three results of one output on one sample (``ort`` None: no ORT result)."""
-    a_e = compare_pair(aoti, eager, ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
+@dataclass(frozen=True)
+class Results:
+    """One output's results on one sample: eager's, AOTInductor's, ONNX Runtime's (None: it has
+    none for this sample) and the float64 reference (None: not computed)."""
+
+    eager: Any
+    aoti: Any
+    ort: Any
+    ref64: Any = None
+
+
+def three_way(sample: str, output: str, results: Results, *, atol: float, rtol: float, equal_nan: bool = False) -> ThreeWay:
+    """Compare the three results of one output on one sample (``results.ort`` None: no ORT result)."""
+    eager, aoti, ort = results.eager, results.aoti, results.ort
+    a_e = compare_pair(aoti, eager, results.ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
     if ort is None:
         return ThreeWay(sample, output, a_e, None, None, NONE)
-    o_e = compare_pair(ort, eager, ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
+    o_e = compare_pair(ort, eager, results.ref64, atol=atol, rtol=rtol, equal_nan=equal_nan)
     a_o = compare_pair(aoti, ort, None, atol=atol, rtol=rtol, equal_nan=equal_nan)
     return ThreeWay(sample, output, a_e, o_e, a_o, classify(a_e.agree, o_e.agree))
 
@@ -219,33 +222,36 @@ def verdict_findings(results: Sequence[ThreeWay], *, minify: bool = False) -> li
     return findings
 
 
+@dataclass(frozen=True)
+class SampleRuns:
+    """One sample's outputs other than eager's, in contract order: the compiled model's, ONNX
+    Runtime's (None: it has no result for the sample) and the float64 reference's (None)."""
+
+    compiled: Sequence[Any]
+    ort: Sequence[Any] | None
+    refs64: Sequence[Any] | None = None
+
+
 def judge_sample(
-    contract: IOContract,
-    s: Any,
-    compiled: Sequence[Any],
-    ort: Sequence[Any] | None,
-    refs64: Sequence[Any] | None,
-    rows: Sequence[dict[str, Any]],
-    *,
-    tolerance: ToleranceRule,
+    contract: IOContract, s: Any, runs: SampleRuns, rows: Sequence[dict[str, Any]], *, tolerance: ToleranceRule
 ) -> list[ThreeWay]:
-    """Three-way verdicts for one sample's outputs (``ort`` None: ONNX Runtime has no result for
-    it), by the build's ``tolerance``; adds the ONNX Runtime columns to that sample's table ``rows`` (in place). NaN/Inf at the
-    same places count as agreement here: non-finite outputs are reported on their own
-    (build.nonfinite)."""
+    """Three-way verdicts for one sample's outputs, by the build's ``tolerance``; adds the ONNX
+    Runtime columns to that sample's table ``rows`` (in place). NaN/Inf at the same places count
+    as agreement here: non-finite outputs are reported on their own (build.nonfinite)."""
     import torch
+
+    def at(values: Sequence[Any] | None, k: int) -> Any:
+        return values[k] if values is not None and k < len(values) else None
 
     by_output = {row["output"]: row for row in rows if row.get("sample") == s.id}
     results: list[ThreeWay] = []
     for k, spec in enumerate(contract.outputs):
-        eager = s.outputs[k] if k < len(s.outputs) else None
-        aoti = compiled[k] if k < len(compiled) else None
+        eager, aoti = at(s.outputs, k), at(runs.compiled, k)
         if not isinstance(eager, torch.Tensor) or not isinstance(aoti, torch.Tensor):
             continue
-        ort_t = ort[k] if ort is not None and k < len(ort) else None
-        ref64 = refs64[k] if refs64 is not None and k < len(refs64) else None
         check = tolerance.for_dtype(eager.dtype)
-        r = three_way(s.id, spec.name, eager, aoti, ort_t, ref64, atol=check.atol, rtol=check.rtol, equal_nan=True)
+        judged = Results(eager, aoti, at(runs.ort, k), at(runs.refs64, k))
+        r = three_way(s.id, spec.name, judged, atol=check.atol, rtol=check.rtol, equal_nan=True)
         results.append(r)
         row = by_output.get(spec.name)
         if row is not None:
