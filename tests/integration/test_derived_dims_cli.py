@@ -38,7 +38,7 @@ def test_export_suggestion_is_in_the_hint_and_the_cli_takes_it(pkg_dir: Path) ->
     assert 1 in seq8["tested"] and 8 in seq8["tested"], seq8
     inspected = run_cli("inspect", "--json", str(built.path))
     manifest = json.loads(inspected.stdout)["manifest"]
-    assert manifest["io"]["symbols"] == [{"name": "seq8", "min": 1, "max": 8, "sources": []}]
+    assert manifest["io"]["symbols"] == [{"name": "seq8", "min": 1, "max": 8, "sources": [], "value_of": None}]
     text = run_cli("inspect", str(built.path)).stdout  # no empty "()" after a symbol no input dim equals
     assert "symbol   seq8 in [1, 8]  (in derived sizes only: no input dimension equals it)" in text, text
     assert "--json takes a PATH now" in inspected.stderr  # the old switch form still works, with a warning

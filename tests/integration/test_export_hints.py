@@ -66,7 +66,7 @@ def test_a_multiple_of_8_hint_builds_the_asked_range_not_eight_times_it(pkg_dir:
     built = build_package(pkg_dir, "hint_groups8_followed", f"{MODELS}:groups8", "--no-debug-twin", *_hinted_flags(finding))
     assert built.returncode == 0, built.stdout + built.stderr
     io = _io(built.path)
-    assert io["symbols"] == [{"name": "_seq", "min": 1, "max": 8, "sources": []}]
+    assert io["symbols"] == [{"name": "_seq", "min": 1, "max": 8, "sources": [], "value_of": None}]
     assert io["inputs"][0]["tensor"]["shape"][1] == {"expr": "8*_seq", "min": 8, "max": 64}  # 8..64 as asked, not 8..512
 
 
@@ -97,7 +97,7 @@ def test_a_batch_of_one_hint_asks_for_an_example_of_two(pkg_dir: Path) -> None:
     built = build_package(pkg_dir, "hint_batch2", f"{HINTS}:batch_of_two", "--no-debug-twin", *_hinted_flags(finding))
     assert built.returncode == 0, built.stdout + built.stderr
     io = _io(built.path)
-    assert io["symbols"] == [{"name": "batch", "min": 1, "max": 64, "sources": ["x.shape[0]"]}]
+    assert io["symbols"] == [{"name": "batch", "min": 1, "max": 64, "sources": ["x.shape[0]"], "value_of": None}]
 
 
 def test_a_hugging_face_decoder_with_its_cache_gets_the_cache_recipe(pkg_dir: Path) -> None:

@@ -100,9 +100,11 @@ def test_the_twin_takes_the_models_call_structure_by_name(encoder_pkg: Built) ->
 
 def test_a_boundary_that_cannot_be_sampled_fails_the_build(pkg_dir: Path) -> None:
     from aoti_guard.builder.golden import coverage
-    from runtime_probe.package.manifest import IOContract, Symbol
+    from runtime_probe.package.manifest import Dim, InputSpec, IOContract, Symbol, TensorSpec
 
-    contract = IOContract(params=(), inputs=(), outputs=(), symbols=(Symbol("n", 2, 12, ()),), in_spec="", out_spec="")
+    # n is an input's size (x: [n]): a symbol no input carries is an output's data-dependent size, never a gap
+    x = InputSpec("x", "x", "tensor", 0, TensorSpec("float32", (Dim("n", 2, 12),), (1,), True, "cpu"))
+    contract = IOContract(params=(), inputs=(x,), outputs=(), symbols=(Symbol("n", 2, 12, ()),), in_spec="", out_spec="")
 
     from aoti_guard.builder.golden import Sample
 

@@ -178,7 +178,9 @@ CASES: tuple[Case, ...] = (
         "custom op",
         "custom_op",
         Serve("tests/realbugs/custom_op_model.py:serve", eager=False),
-        Expect("build", ("load.error",), message=("realbugs::scaled_tanh",)),
+        # the build imports the factory's module in its children (the op registers: the package builds);
+        # a serving process that has not imported it is refused by the op's name, with the remedy
+        Expect("serve", ("load.missing_op",), names=("realbugs::scaled_tanh",)),
         bare="error",
     ),
     Case(
@@ -188,7 +190,9 @@ CASES: tuple[Case, ...] = (
         "custom op",
         "custom_op",
         Serve("tests/realbugs/custom_op_model.py:serve", eager=False),
-        Expect("build", ("load.error",), message=("realbugs::scaled_tanh", "Python")),
+        # the build imports the factory's module in its children (the op registers: the package builds);
+        # a serving process that has not imported it is refused by the op's name, with the remedy
+        Expect("serve", ("load.missing_op",), names=("realbugs::scaled_tanh",)),
         bare="error",
     ),
     Case(
@@ -407,6 +411,7 @@ CASES: tuple[Case, ...] = (
         "cuda_example",
         _serve("serve_cuda_example", eager=False, device="cuda:1"),
         Expect("runs"),
+        gap="on torch 2.11 (H200 x2, GPU run 31) the package run on cuda:1 fails inside AOTI's run (RuntimeError from run_func_), bare and guarded alike: aoti-guard neither refuses it before the call nor names the cause",
         gpu=True,
     ),
     Case(
@@ -417,6 +422,7 @@ CASES: tuple[Case, ...] = (
         "cuda_example",
         _serve("serve_cuda_example", eager=False, device="cuda:1"),
         Expect("runs"),
+        gap="on torch 2.11 (H200 x2, GPU run 31) the package run on cuda:1 fails inside AOTI's run (RuntimeError from run_func_), bare and guarded alike: aoti-guard neither refuses it before the call nor names the cause",
         gpu=True,
     ),
     Case(

@@ -66,9 +66,9 @@ def _cell(text: str) -> str:
 
 
 def render(rows: dict[str, dict[str, Any]], cost: str, others: dict[str, dict[str, Any]] | None = None) -> str:
-    cases = [c for c in CASES if c.name in rows]
-    torch_version = next(iter(rows.values()))["torch"] if rows else "?"
-    met = sum(1 for r in rows.values() if r["met"])
+    cases = [c for c in CASES if c.name in rows and not c.gpu]
+    torch_version = rows[cases[0].name]["torch"] if cases else "?"
+    met = sum(1 for c in cases if rows[c.name]["met"])
     lines = [
         "# The public record: reported AOTInductor failures, bare vs aoti-guard",
         "",
@@ -99,7 +99,7 @@ def render(rows: dict[str, dict[str, Any]], cost: str, others: dict[str, dict[st
         guard = _guard_cell(c, row, (others or {}).get(c.name))
         lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {_cell(row['bare'])} | {_cell(guard)} |")
     lines += _cannot_lines()
-    lines += _gpu_lines()
+    lines += _gpu_lines(rows)
     lines += ["", f"Regenerate: `{COMMAND}` (`--json FILE` keeps the measurements, `--from FILE` renders them again).", ""]
     return "\n".join(lines)
 
@@ -114,18 +114,27 @@ def _cannot_lines() -> list[str]:
     return lines
 
 
-def _gpu_lines() -> list[str]:
+def _gpu_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The GPU cases: what aoti-guard must do, and what the last GPU run measured where ``rows``
+    holds it (``AOTI_GUARD_REALBUGS_OUTCOMES`` of scripts/gpu/realbugs_gpu.sh, copied beside the CPU
+    run's files)."""
     gpu = [c for c in CASES if c.gpu]
-    lines = ["", "## Cases that need a GPU", "", "Marked `gpu` (deselected in CI); run on the lent GPU machine with", ""]
+    lines = ["", "## Cases that need a GPU", "", "Marked `gpu` (deselected in CI); run on a lent machine with two GPUs by", ""]
     lines += [
-        "    python -m pytest -m gpu tests/realbugs",
+        "    OUT=DIR bash scripts/gpu/realbugs_gpu.sh     # python -m pytest -m gpu tests/realbugs, outcomes kept",
         "",
-        "| report | what happened | class | aoti-guard must |",
-        "| --- | --- | --- | --- |",
+        "| report | what happened | class | aoti-guard must | bare (plain AOTI) | aoti-guard |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for c in gpu:
         must = f"cannot catch: {c.expect.why}" if c.expect.stage == "cannot" else c.expect.stage
-        lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {_cell(must)} |")
+        row = rows.get(c.name)
+        measured = ["not run", "not run"]
+        if row is not None:
+            guard = f"**new gap**: {row['guard']}" if c.gap and not row["met"] else str(row["guard"])
+            measured = [f"torch {row['torch']}: {row['bare']}", guard]
+        cells = " | ".join(_cell(x) for x in (must, *measured))
+        lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {cells} |")
     return lines
 
 
