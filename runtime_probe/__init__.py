@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from runtime_probe._version import __version__
 from runtime_probe.guard.load import GuardedModel, load
-from runtime_probe.reporting.errors import ConstantsContractError, GuardError, InputContractError, PackageRejected, ToolError, UsageError
+from runtime_probe.reporting.errors import (
+    ConstantsContractError,
+    GuardError,
+    InputContractError,
+    OutputContractError,
+    PackageRejected,
+    ToolError,
+    UsageError,
+)
 from runtime_probe.reporting.findings import Finding, Severity
 from runtime_probe.reporting.progress import Progress
 from runtime_probe.reporting.report import Report
@@ -20,6 +28,7 @@ __all__ = [
     "GuardError",
     "GuardedModel",
     "InputContractError",
+    "OutputContractError",
     "PackageRejected",
     "Progress",
     "Report",

@@ -443,6 +443,7 @@ def _judged_output(req: RunRequest, name: str, value: Any, tensors: dict[str, An
         "nonfinite": _numerics.nonfinite_count(value),
         "dtype": str(value.dtype).replace("torch.", ""),
         "shape": list(value.shape),
+        "device": str(value.device),  # the parent judges it against the manifest (placement.output_devices)
     }
     if req.tolerances is None:
         return entry

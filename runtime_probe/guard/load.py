@@ -4,9 +4,10 @@ that checks every call against the manifest BEFORE native code runs.
 Plain AOTI answers a smaller, larger, transposed, out-of-range, wrong-dtype or wrong-device input
 with garbage (or an out-of-bounds read); its own checks, when enabled, name inputs by position
 only. Here every violation raises InputContractError naming the argument:
-``x: dim 0 is 100, above the maximum 64 of 'batch'``.
+``x: dim 0 is 100, above the maximum 64 of 'batch'``. After the call, every tensor output must be
+on the device the manifest records for it, or OutputContractError (``output.device``) names it.
 
-The checks themselves live in ``inputs.py``.
+The checks themselves live in ``inputs.py`` and ``outputs.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
 from runtime_probe.guard.inputs import InputChecker, LeafInputs
+from runtime_probe.guard.outputs import OutputDevices
 from runtime_probe.guard.values import DeviceValues, check_mode_name, resolve_mode, value_check, value_ranges
 from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_kept_constants, read_weights_file
 from runtime_probe.host.rules import parse_device
@@ -359,7 +361,9 @@ class GuardedModel:
     ``check_values`` (see ``load``; ``value_mode`` says which was chosen): integer inputs are also
     checked against the value ranges in the manifest, by reading them ("sync") or on the device
     ("device": ``raise_for_values()`` raises for the last call). ``device``: the torch.device
-    (or its string) the package was loaded on.
+    (or its string) the package was loaded on. Each call's tensor outputs are checked against the
+    devices the manifest records for them (``outputs.py``): OutputContractError names one that
+    came back elsewhere.
 
     ``flat_call``: the package's own call wrapper is not the model's (the debug twin's takes and
     returns flat leaves): the call structure is the manifest's, and every call runs on the flat
@@ -391,6 +395,9 @@ class GuardedModel:
         self.flat_call = flat_call
         self.checker = InputChecker(manifest, self.device, check_values=self.value_mode == "sync")
         self._device_values = DeviceValues(manifest, torch) if self.value_mode == "device" else None
+        # where each tensor output must come back (package/placement.py), resolved once: a call
+        # compares one device per output after the native call (outputs.py)
+        self._outputs = OutputDevices(manifest, self.device, torch)
         spec = (manifest.io.in_spec, manifest.io.out_spec) if flat_call else _package_call_spec(compiled)
         self._direct = _direct_call(compiled, manifest, self.device, torch, spec)
         # the range-checked inputs' places in the direct path's flat list: read ("sync") or clamped ("device")
@@ -438,11 +445,11 @@ class GuardedModel:
                     check(flat[i])
                 dev = self._device_values
                 if dev is None:
-                    return direct.unflatten(direct.run(flat))
+                    return direct.unflatten(self._outputs.check(direct.run(flat)))
                 safe, ok = dev.clamp([(n, flat[i]) for i, n in self._flat_ranged])
                 for (i, _), t in zip(self._flat_ranged, safe):
                     flat[i] = t
-                return direct.unflatten(dev.poison(direct.run(flat), ok))
+                return direct.unflatten(dev.poison(self._outputs.check(direct.run(flat)), ok))
         call_args, call_kwargs = self.checker.check(*args, **kwargs)
         if self._device_values is not None:
             return self._run_clamped(self._device_values, call_args, call_kwargs)
@@ -484,8 +491,8 @@ class GuardedModel:
                 v = values[param]
                 leaves += list(v.values()) if isinstance(v, LeafInputs) else pytree.tree_leaves(v)
             outputs = self.compiled.loader.boxed_run([t for t in leaves if isinstance(t, torch.Tensor)])
-            return (self._rebuild or self._unflatten)(outputs)
-        return self.compiled(*call_args, **call_kwargs)
+            return (self._rebuild or self._unflatten)(self._outputs.check(outputs))
+        return self._outputs.check_tree(self.compiled(*call_args, **call_kwargs))
 
     def load_constants(self, tensors: Mapping[str, Any] | str | os.PathLike[str], *, check_full_update: bool = True) -> None:
         """Swap in new weights after checking names, shapes, dtypes, devices, layouts and storage

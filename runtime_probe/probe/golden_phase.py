@@ -20,7 +20,7 @@ from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import records as _golden_records
 from runtime_probe.golden.sample_rule import sample_rule
 from runtime_probe.ladder.steps import Replay
-from runtime_probe.package.placement import input_record
+from runtime_probe.package.placement import input_record, on_device, output_devices
 from runtime_probe.package.sample_ids import is_probe_run
 from runtime_probe.probe.input_values import name_the_index, value_range_findings
 from runtime_probe.probe.inputs_file import WRITE_HINT, InputsFileError, read_inputs_header
@@ -204,7 +204,8 @@ def _record_reply(shared: Shared, dev: Device, tally: _Tally, case: tuple[str, d
     tally.runs.append(_run_entry(sample_id, args, reply, tally.stored))
     if reply.get("times_s"):
         keep_raw(shared, dev, tally.runs[-1], reply["times_s"])
-    new = _judge(sample_id, reply)
+    assert shared.manifest is not None  # a golden run needs the manifest's outputs
+    new = _judge(sample_id, reply, output_devices(shared.manifest, dev.device))
     tally.findings.extend(new)
     dev.ran.append((_what(sample_id, args), _replay_args(args)))  # memcheck reruns it (escalate)
     if dev.replay is None and any(f.code in ("run.nonfinite", "golden.mismatch") for f in new):
@@ -367,7 +368,10 @@ def _named_index(shared: Shared, finding: Finding) -> Finding:
     return replace(finding, message=f"{named} ({finding.message})", evidence={**finding.evidence, "named": named})
 
 
-def _judge(sample_id: str, reply: Mapping[str, Any]) -> list[Finding]:
+def _judge(sample_id: str, reply: Mapping[str, Any], devices: Mapping[str, str] | None = None) -> list[Finding]:
+    """A run's reply as findings: the output count, each output's device against ``devices`` (name
+    -> where the manifest says it comes back: placement.output_devices), NaN/Inf, and its
+    comparison with the reference."""
     findings: list[Finding] = []
     if "count_mismatch" in reply:
         cm = reply["count_mismatch"]
@@ -382,50 +386,68 @@ def _judge(sample_id: str, reply: Mapping[str, Any]) -> list[Finding]:
             )
         )
     for name, st in (reply.get("outputs") or {}).items():
-        if st.get("nonfinite") and not st.get("ref_nonfinite"):
-            findings.append(
-                error(
-                    "run.nonfinite",
-                    "golden",
-                    f"sample {sample_id}: output {name!r} holds {st['nonfinite']} NaN/Inf value(s)"
-                    + ("; the reference has none" if sample_id != "inputs" else ""),
-                    expected="finite values",
-                    found=f"{st['nonfinite']} non-finite",
-                    hint="the escalate phase runs the debug twin to name the first kernel that produces it",
-                    evidence={"sample": sample_id, "output": name},
-                )
-            )
-            continue
-        if st.get("passed") is False:
-            if st.get("reason") in ("shape", "dtype"):
-                findings.append(
-                    error(
-                        "golden.mismatch",
-                        "golden",
-                        f"sample {sample_id}: output {name!r} has the wrong {st['reason']}",
-                        expected=str(st.get("expected")),
-                        found=str(st.get("found")),
-                        hint="the package does not match its manifest",
-                    )
-                )
-                continue
-            findings.append(
-                error(
-                    "golden.mismatch",
-                    "golden",
-                    f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)"
-                    + _golden_cases.stats_words(st),
-                    expected=_bound_words(st),
-                    found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
-                    hint="the package computes different results on this host: check the host findings (arch, torch)",
-                    evidence={
-                        "sample": sample_id,
-                        "output": name,
-                        **{k: st.get(k) for k in ("max_abs", "max_rel", "atol", "rtol", "mismatched", "worst_index")},
-                    },
-                )
-            )
+        expected = (devices or {}).get(name)
+        if expected is not None and isinstance(st.get("device"), str) and not on_device(st["device"], expected):
+            findings.append(_device_finding(sample_id, name, expected, st["device"]))
+        judged = _output_finding(sample_id, name, st)
+        if judged is not None:
+            findings.append(judged)
     return findings
+
+
+def _device_finding(sample_id: str, name: str, expected: str, found: str) -> Finding:
+    """``golden.output_device``: an output the model returned on another device than the manifest records."""
+    return error(
+        "golden.output_device",
+        "golden",
+        f"sample {sample_id}: output {name!r} came back on {found}; the package records {expected}",
+        expected=expected,
+        found=found,
+        hint="the native code places this output elsewhere than the build recorded (an output left on the wrong device, "
+        "pytorch#152130): a caller reading it where the package says gets an error or a silent copy; rebuild the package "
+        "with the torch this host serves with",
+        evidence={"sample": sample_id, "output": name},
+    )
+
+
+def _output_finding(sample_id: str, name: str, st: Mapping[str, Any]) -> Finding | None:
+    """One output's NaN/Inf or its comparison with the reference, as the finding; None when it passed."""
+    if st.get("nonfinite") and not st.get("ref_nonfinite"):
+        return error(
+            "run.nonfinite",
+            "golden",
+            f"sample {sample_id}: output {name!r} holds {st['nonfinite']} NaN/Inf value(s)"
+            + ("; the reference has none" if sample_id != "inputs" else ""),
+            expected="finite values",
+            found=f"{st['nonfinite']} non-finite",
+            hint="the escalate phase runs the debug twin to name the first kernel that produces it",
+            evidence={"sample": sample_id, "output": name},
+        )
+    if st.get("passed") is not False:
+        return None
+    if st.get("reason") in ("shape", "dtype"):
+        return error(
+            "golden.mismatch",
+            "golden",
+            f"sample {sample_id}: output {name!r} has the wrong {st['reason']}",
+            expected=str(st.get("expected")),
+            found=str(st.get("found")),
+            hint="the package does not match its manifest",
+        )
+    return error(
+        "golden.mismatch",
+        "golden",
+        f"sample {sample_id}: output {name!r} differs from the reference: max abs error {st.get('max_abs')}, max rel error {st.get('max_rel')} ({st.get('mismatched')} element(s) out of tolerance)"
+        + _golden_cases.stats_words(st),
+        expected=_bound_words(st),
+        found=f"max abs {st.get('max_abs')} at {st.get('worst_index')}",
+        hint="the package computes different results on this host: check the host findings (arch, torch)",
+        evidence={
+            "sample": sample_id,
+            "output": name,
+            **{k: st.get(k) for k in ("max_abs", "max_rel", "atol", "rtol", "mismatched", "worst_index")},
+        },
+    )
 
 
 def _bound_words(st: Mapping[str, Any]) -> str:

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 
 from runtime_probe.reporting.escaping import for_terminal
 
-__all__ = ["GuardError", "InputContractError", "PackageRejected", "ToolError", "UsageError", "environment_error"]
+__all__ = [
+    "GuardError",
+    "InputContractError",
+    "OutputContractError",
+    "PackageRejected",
+    "ToolError",
+    "UsageError",
+    "environment_error",
+]
 
 
 class GuardError(Exception):
@@ -91,6 +99,28 @@ class InputContractError(GuardError, ValueError):
         super().__init__(message, hint=hint)
         self.code = code
         self.argument = argument
+        self.expected = expected
+        self.found = found
+
+
+class OutputContractError(GuardError):
+    """A guarded model's native call returned an output where the package's manifest says it
+    cannot be: raised after the call, instead of handing the caller the output (a tensor left on
+    the wrong device, pytorch#152130's class, fails later, far from the model, or is silently
+    copied back by whoever reads it).
+
+    Attributes:
+        code: the finding code (``output.device``).
+        output: the output's name in the manifest (``output[1]``, ``logits``).
+        expected / found: where the manifest says it lives and where it came back (``cpu``, ``cuda:0``).
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, code: str, output: str, expected: str, found: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.output = output
         self.expected = expected
         self.found = found
 

@@ -102,6 +102,7 @@ CODES: dict[str, str] = {
     "input.unchecked": "A contract rule (a size or stride over a symbol) could not be evaluated for this call: the input is refused rather than passed unchecked.",
     "input.guard": "The sizes break a shape guard torch.export assumed (e.g. h*w == 64): the package holds only the branch traced for sizes that satisfy it.",
     "input.data_check": "The input values break a check the model makes on them itself (torch._check(b < y.shape[0]) with b = x.item()), named by argument: the compiled package would stop on it in torch's internal symbols.",
+    "output.device": "The guarded loader's native call returned a tensor output on another device than the manifest records for it (an output left on the wrong device, pytorch#152130's class): OutputContractError names the output, the device recorded and the one found.",
     # run
     "run.crash": "The child process died (signal) while running the model.",
     "run.error": "Running the model raised an error.",
@@ -115,6 +116,7 @@ CODES: dict[str, str] = {
     "escalate.no_verdict": "The escalation ladder ran after a failure and none of its steps named a cause (the steps it tried are listed).",
     # golden
     "golden.mismatch": "An output differs from the recorded reference beyond its tolerance.",
+    "golden.output_device": "A golden sample's output came back on another device than the manifest records for it (a CUDA model's CPU output returned on the GPU, or the reverse): the output and sample are named.",
     "golden.missing": "The package has no golden samples to check against.",
     "golden.invalid": "A golden sample's stored data does not fit the package's own contract or cannot be read (an input the guarded loader refuses, a missing reference, BOOL bytes other than 0/1, a golden entry that is no tensor file): the package is inconsistent; the sample was not run, and nothing is escalated.",
     "golden.recipe_invalid": "A compact golden sample's record (recipe or digest) lies outside the contract or the size caps; it was not run.",
