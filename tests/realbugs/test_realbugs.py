@@ -22,7 +22,7 @@ from .report import rows
 from .runner import run_case
 from .verdict import meets
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.realbugs]
 
 
 def _param(case: Case) -> object:

@@ -72,8 +72,12 @@ def guard_text(o: Outcome) -> str:
         return f"explained at build: {codes}" if met else f"NOT explained ({seen})"
     if e.stage == "probe":
         p = o.probe or {}
-        codes = ", ".join(sorted({f["code"] for f in p.get("findings", []) if f["severity"] == "error"})) or "passes"
-        return f"probe: {codes}" if met else f"NOT explained by the probe ({seen})"
+        found = p.get("findings", [])
+        errors = sorted({f["code"] for f in found if f["severity"] == "error"})
+        said = sorted({f["code"] for f in found if f["severity"] != "error" and f["code"].startswith(("golden.throughput", "env."))})
+        codes = ", ".join(errors) if errors else "passes" + (f", and says {', '.join(said)}" if said else "")
+        measured = next((line.strip() for line in str(p.get("text", "")).splitlines() if line.strip().startswith("throughput ")), "")
+        return (f"probe: {codes}" + (f"; {measured}" if measured else "")) if met else f"NOT explained by the probe ({seen})"
     g = o.guard
     if e.stage == "serve":
         return f"refused at serving: {g.code}: {g.detail}" if met and g else f"NOT refused ({seen})"
