@@ -93,8 +93,9 @@ def _compiled_after(why: str) -> Finding:
         f"the debug twin was compiled here after the release model, not in a child beside it: {why}",
         expected="the twin compiled in a child, beside the release compile",
         found="compiled after it, in the build's own process (the build took longer by the twin's compile)",
-        hint="the twin is the same either way; a program with user ops (torch.library) that its child cannot load is the usual "
-        "cause; --twin-schedule after asks for this order outright",
+        hint="the twin is the same either way; the child imports the TARGET's module for user ops (torch.library), so a "
+        "program saved by torch.export.save with ops no module of yours registers is a cause; --twin-schedule after asks for "
+        "this order outright",
     )
 
 
