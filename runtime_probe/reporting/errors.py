@@ -75,7 +75,21 @@ class ToolError(GuardError):
         self.code = code
 
 
-class InputContractError(GuardError, ValueError):
+class _ContractError(GuardError):
+    """A call or a load broke the package's contract (exit code 1): the finding ``code``, and
+    short renderings of what the contract says (``expected``) and what was given (``found``).
+    Each subclass names what broke it: an argument, an output, a constant."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, code: str, expected: str | None = None, found: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.expected = expected
+        self.found = found
+
+
+class InputContractError(_ContractError, ValueError):
     """A call to a guarded model broke the package's input contract; raised before native code runs.
 
     Attributes:
@@ -84,26 +98,12 @@ class InputContractError(GuardError, ValueError):
         expected / found: short renderings of what the contract says and what was passed.
     """
 
-    exit_code = 1
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str,
-        argument: str | None,
-        expected: str | None = None,
-        found: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.code = code
+    def __init__(self, message: str, *, code: str, argument: str | None, **details: str | None) -> None:
+        super().__init__(message, code=code, **details)
         self.argument = argument
-        self.expected = expected
-        self.found = found
 
 
-class OutputContractError(GuardError):
+class OutputContractError(_ContractError):
     """A guarded model's native call returned an output where the package's manifest says it
     cannot be: raised after the call, instead of handing the caller the output (a tensor left on
     the wrong device, pytorch#152130's class, fails later, far from the model, or is silently
@@ -115,14 +115,9 @@ class OutputContractError(GuardError):
         expected / found: where the manifest says it lives and where it came back (``cpu``, ``cuda:0``).
     """
 
-    exit_code = 1
-
-    def __init__(self, message: str, *, code: str, output: str, expected: str, found: str, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.code = code
+    def __init__(self, message: str, *, code: str, output: str, **details: str | None) -> None:
+        super().__init__(message, code=code, **details)
         self.output = output
-        self.expected = expected
-        self.found = found
 
 
 class PackageRejected(GuardError):
@@ -144,7 +139,7 @@ class PackageRejected(GuardError):
         super().__init__(message, hint=hint)
 
 
-class ConstantsContractError(GuardError, ValueError):
+class ConstantsContractError(_ContractError, ValueError):
     """New weights for a guarded model break its contract; raised BEFORE torch's load_constants,
     which checks neither shapes nor dtypes and corrupts memory on a mismatch.
 
@@ -154,23 +149,9 @@ class ConstantsContractError(GuardError, ValueError):
         constant: the constant's FQN (``lin.weight``).
     """
 
-    exit_code = 1
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str,
-        constant: str | None,
-        expected: str | None = None,
-        found: str | None = None,
-        hint: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.code = code
+    def __init__(self, message: str, *, code: str, constant: str | None, **details: str | None) -> None:
+        super().__init__(message, code=code, **details)
         self.constant = constant
-        self.expected = expected
-        self.found = found
 
 
 _FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
