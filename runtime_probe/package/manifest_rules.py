@@ -13,6 +13,7 @@ import functools
 import keyword
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.package.archive import Archive, unsafe_name
@@ -195,16 +196,7 @@ def _guard_problems(m: Manifest) -> Iterator[str]:
         if g.expr is None:
             yield f"records the export guard {g.text[:80]!r} without an expression the loader can check"
             continue
-        try:
-            _symexpr.compile_condition(g.expr)
-            unknown = sorted(_symexpr.free_symbols(g.expr) - symbols)
-        except _symexpr.ExprError as exc:
-            yield f"records an export guard {g.expr[:80]!r} that is not a condition over sizes ({str(exc)[:80]})"
-            continue
-        if unknown:
-            yield f"records an export guard {g.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
-        if not g.words.isprintable() or any(a not in inputs for a in g.arguments):
-            yield f"records an export guard {g.expr[:80]!r} with unprintable words or arguments the contract does not have"
+        yield from _condition_problems("an export guard", g, symbols, inputs, kind="a condition over sizes")
 
 
 def _data_check_problems(m: Manifest) -> Iterator[str]:
@@ -219,16 +211,24 @@ def _data_check_problems(m: Manifest) -> Iterator[str]:
         if s.value_of is not None and (t is None or any(not isinstance(d, int) or d != 1 for d in t.shape)):
             yield f"makes symbol {s.name[:40]!r} the value of {s.value_of[:80]!r}, which is not a one-element tensor input"
     for c in m.io.data_checks or ():
-        try:
-            _symexpr.compile_condition(c.expr)
-            unknown = sorted(_symexpr.free_symbols(c.expr) - symbols)
-        except _symexpr.ExprError as exc:
-            yield f"records a data check {c.expr[:80]!r} that is not a condition ({str(exc)[:80]})"
-            continue
-        if unknown:
-            yield f"records a data check {c.expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
-        if not c.words.isprintable() or any(a not in inputs for a in c.arguments):
-            yield f"records a data check {c.expr[:80]!r} with unprintable words or arguments the contract does not have"
+        yield from _condition_problems("a data check", c, symbols, inputs, kind="a condition")
+
+
+def _condition_problems(what: str, record: Any, symbols: set[str], inputs: set[str], *, kind: str) -> Iterator[str]:
+    """One recorded condition (an export guard, a data check: ``expr``, ``words``, ``arguments``)
+    the loader will evaluate on every call: it must compile, name only the contract's symbols and
+    arguments, and say printable words."""
+    expr = str(record.expr)
+    try:
+        _symexpr.compile_condition(expr)
+        unknown = sorted(_symexpr.free_symbols(expr) - symbols)
+    except _symexpr.ExprError as exc:
+        yield f"records {what} {expr[:80]!r} that is not {kind} ({str(exc)[:80]})"
+        return
+    if unknown:
+        yield f"records {what} {expr[:80]!r} over {', '.join(u[:40] for u in unknown[:3])}, which the contract has no symbol for"
+    if not record.words.isprintable() or any(a not in inputs for a in record.arguments):
+        yield f"records {what} {expr[:80]!r} with unprintable words or arguments the contract does not have"
 
 
 def _is_param_name(name: str) -> bool:
