@@ -18,7 +18,7 @@ from runtime_probe.child.messages import cuda_error, input_check
 from runtime_probe.child.worker import ChildCrashed, ChildFailure, ChildRaised, ChildTimeout
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.reporting.findings import Finding, error
-from runtime_probe.runtime.user_modules import missing_op
+from runtime_probe.runtime.user_modules import IMPORT_FAILED, missing_op
 
 __all__ = ["Reporter", "failure_finding", "no_weights", "torch_import_finding"]
 
@@ -86,6 +86,10 @@ _out_of_memory = _raised_matching(
 )
 
 
+def _import_failed(exc: ChildFailure, rep: Reporter) -> bool:
+    return isinstance(exc, ChildRaised) and IMPORT_FAILED in _raised_text(exc)
+
+
 def _missing_op(exc: ChildFailure, rep: Reporter) -> bool:
     return isinstance(exc, ChildRaised) and missing_op(_raised_text(exc)) is not None
 
@@ -124,6 +128,13 @@ TABLE: tuple[_Row, ...] = (
     _Row(ChildRaised, _rejected_input, "input", "the inputs break the compiled contract"),
     # a user op (torch.library) the child never registered: the package needs its module imported first
     _Row(ChildRaised, _missing_op, "missing_op", "{import_remedy}"),
+    # a module the user named to register those ops (--import, the build's TARGET) did not import
+    _Row(
+        ChildRaised,
+        _import_failed,
+        "import_failed",
+        "check the module given: --import takes a .py file or an importable module name (the build imports its TARGET's itself)",
+    ),
     # a device assert or an illegal access: the run's code names it (the CUDA context is lost)
     _Row(
         ChildRaised,
@@ -191,6 +202,9 @@ def failure_finding(exc: ChildFailure, what: str, stage: str, rep: Reporter) -> 
         )
     if row.suffix == "missing_op":
         return _missing_op_finding(exc, what, stage, rep, evidence)
+    if row.suffix == "import_failed":
+        line = next((ln for ln in _raised_text(exc).splitlines() if IMPORT_FAILED in ln), exc.message)
+        return error(f"{stage}.import_failed", rep.phase, f"{what}: {line[:500]}", hint=hint, evidence=evidence)
     cuda = cuda_error(exc.stderr + "\n" + exc.message) if row.suffix == "cuda" else None
     if cuda is not None and stage == "run":
         return error(cuda[0], rep.phase, f"{what}: {cuda[1][:500]}", found=cuda[1][:500], hint=hint, evidence=evidence)

@@ -25,6 +25,7 @@ from runtime_probe.golden import compact as _compact
 from runtime_probe.package.placement import leaf_device
 from runtime_probe.runtime import numerics as _numerics
 from runtime_probe.runtime import torch_compat
+from runtime_probe.runtime.user_modules import IMPORT_FAILED
 
 
 class State:
@@ -700,9 +701,7 @@ class ImportOnce:
         try:
             op_import_modules(state, specs)
         except Exception as exc:
-            self.failure = ImportError(
-                f"importing {', '.join(specs)} (the modules given to register user ops) raised {type(exc).__name__}: {exc}"
-            )
+            self.failure = ImportError(f"importing {', '.join(specs)} {IMPORT_FAILED} {type(exc).__name__}: {exc}")
             raise self.failure from exc
 
 

@@ -188,7 +188,7 @@ def load_phase(shared: Shared, dev: Device) -> Phase:
         )
     except ChildFailure as exc:
         finding = child_finding(exc, "loading the package", "load", shared)
-        if finding.code != "load.missing_op":  # its cause and remedy are known: no instrument can add to them
+        if finding.code not in ("load.missing_op", "load.import_failed"):  # cause and remedy known: no instrument adds to them
             dev.replay = Replay("load", replay_kind(exc))
         return [finding], {}, False
     dev.host["loaded_constant_fqns"] = reply.get("constant_fqns")

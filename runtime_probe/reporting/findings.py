@@ -69,6 +69,7 @@ CODES: dict[str, str] = {
     # load: dlopen + model creation in a child
     "load.crash": "The child process died (signal) while loading the package.",
     "load.error": "Loading the package raised an error.",
+    "load.import_failed": "A module given to register the package's custom ops (probe --import, the build's TARGET) raised on import in the child; the error is quoted. No escalation: the cause is the module, not the package.",
     "load.missing_op": "The package calls a custom op (torch.library) that the loading process never registered: import the module that defines it first (probe --import).",
     "load.timeout": "Loading the package did not finish within the timeout.",
     "load.native_frames": "Native frames of a crash while loading, and what they point at.",

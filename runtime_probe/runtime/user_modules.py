@@ -26,9 +26,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 
-__all__ = ["IMPORT_ENV", "child_env", "import_from_env", "import_module", "is_file", "missing_op", "specs_from_env"]
+__all__ = ["IMPORT_ENV", "IMPORT_FAILED", "child_env", "import_from_env", "import_module", "is_file", "missing_op", "specs_from_env"]
 
 IMPORT_ENV = "RUNTIME_PROBE_IMPORT"
+# what a child's ImportError says when a module the user named (--import, the build's TARGET) failed
+# to import: the child writes it (child/ops.py), the failure table reads it (child/failures.py)
+IMPORT_FAILED = "(the modules given to register user ops) raised"
 
 # torch's text when a package names an op this process has not registered (torch 2.11-2.15)
 _MISSING_SCHEMA = re.compile(r"Could not find schema for ([A-Za-z_][\w.]*::[A-Za-z_][\w.]*)")

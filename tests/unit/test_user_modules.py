@@ -50,6 +50,15 @@ def test_a_child_that_lacks_the_op_is_load_missing_op_with_the_remedy() -> None:
     assert finding.hint is not None and "--import" in finding.hint
 
 
+def test_a_module_given_that_does_not_import_is_load_import_failed_not_escalated() -> None:
+    text = f"importing nosuch_mod {user_modules.IMPORT_FAILED} ModuleNotFoundError: No module named 'nosuch_mod'"
+    exc = ChildRaised("load", "", "", 0.1, None, {"type": "ImportError", "message": text})
+    finding = failure_finding(exc, "loading the package", "load", Reporter("load"))
+    assert finding.code == "load.import_failed"  # not load.error: the probe's load phase escalates no known cause
+    assert "nosuch_mod" in finding.message and "No module named" in finding.message
+    assert finding.hint is not None and "--import" in finding.hint
+
+
 @pytest.mark.parametrize(
     ("target", "module"),
     [("models.py:make", "models.py"), ("pkg.mod:make", "pkg.mod"), (None, None), ("nofunc.py", None)],
