@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from aoti_guard.builder.resolve.dynamic import DynamicDim, parse_dynamic
 
@@ -17,9 +17,6 @@ PHASES = ("resolve", "export", "compile", "validate", "debug_twin", "package")  
 @dataclass(frozen=True)
 class BuildOptions:
     """How to build. ``output`` must end in .pt2 (torch's loader insists)."""
-
-    # fields the build sets itself, never a command-line flag (tests/unit/test_build_flags.py)
-    NOT_FLAGS: ClassVar[frozenset[str]] = frozenset({"user_modules"})
 
     output: str
     device: str = "auto"  # "auto": the factory's tensors' (builder/resolve/device.py); the resolve step sets the real one
@@ -52,10 +49,6 @@ class BuildOptions:
     # "native" | "x86-64-v2" | "x86-64-v3" | "x86-64-v4"; None: targets.DEFAULT_CPU_ISA (builder/compile/targets.py)
     cpu_isa: str | None = None
     cuda_archs: tuple[str, ...] = ()  # compute capabilities the kernels must cover, e.g. ("80", "90")
-    # not a flag: the TARGET's module, which every child that loads the program or the package
-    # imports first (runtime_probe/runtime/user_modules.py); the export step sets it when the
-    # program calls custom ops, which exist only where that module was imported
-    user_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # the one parse of --dynamic text, for the command line and a library caller alike: every

@@ -345,7 +345,7 @@ def _user_modules(st: BuildState) -> None:
     module = target_module(st.target)
     if st.user_code is None or not st.user_code.custom_ops or module is None:
         return
-    st.options = replace(st.options, user_modules=(module,))
+    st.user_modules = (module,)
     st.extra["user_modules"] = {"imported": [module], "for": list(st.user_code.custom_ops)}
 
 
@@ -363,7 +363,7 @@ def compile_step(st: BuildState) -> StepResult:
     if st.options.debug_twin and twin_mod.schedule(st.options.twin_schedule) == "concurrent":
         twin_configs = twin_step_mod.twin_configs(st)
         st.twin_child, st.twin_not_in_child = twin_mod.start_child(
-            st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL, st.options.user_modules
+            st.ep, twin_configs, twin_step_mod.twin_dir(st), twin_step_mod.twin_path(st), layout.TWIN_MODEL, st.user_modules
         )
     # the heartbeat repeats the last note for the whole phase: it names the release compile, which
     # the phase waits on, and the twin only beside it (it said only the twin's, issue 44)
@@ -460,7 +460,13 @@ def validate_step(st: BuildState) -> StepResult:
         note=st.note,
     )
     job = validate.ValidationJob(
-        subject, st.work, st.worker, st.release_pt2, example_outputs=st.example_outputs, user_samples=st.user_samples
+        subject,
+        st.work,
+        st.worker,
+        st.release_pt2,
+        example_outputs=st.example_outputs,
+        user_samples=st.user_samples,
+        user_modules=st.user_modules,
     )
     st.outcome = validate.run_validation(job)
     # user GPU code (or --memcheck): each golden sample once more under compute-sanitizer (validate/memcheck.py)

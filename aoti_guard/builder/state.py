@@ -58,6 +58,9 @@ class BuildState:
     graph_state: determinism.GraphState | None = None  # random ops and buffer updates in the exported graph
     user_code: Any = None  # user_code.UserCode: custom ops and user Triton kernels in the exported graph (memcheck's trigger)
     user_samples: list[Any] = field(default_factory=list)  # --samples / BuildSpec.samples, checked (export/user_samples.py)
+    # the TARGET's module, which every child that loads the program or the package imports first when
+    # the program calls custom ops (runtime_probe/runtime/user_modules.py); set by the export step
+    user_modules: tuple[str, ...] = ()
     # compiled vs eager: --atol/--rtol against the dtypes' defaults, made once from the options here
     # and handed to validation, which carries it to every comparison and to the manifest
     tolerance: ToleranceRule = field(init=False)

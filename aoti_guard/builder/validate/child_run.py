@@ -27,7 +27,7 @@ class ChildRun:
     device_index: int | None
     out_dir: str
     timeout: float
-    imports: tuple[str, ...] = ()  # the modules that register the program's user ops (BuildOptions.user_modules)
+    imports: tuple[str, ...] = ()  # the modules that register the program's user ops (BuildState.user_modules)
 
     def child_env(self) -> dict[str, str | None]:
         """The environment of every fresh child the build starts over this run (the ladder's,

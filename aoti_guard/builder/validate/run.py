@@ -404,6 +404,7 @@ class ValidationJob:
     release_pt2: str
     example_outputs: Any = None
     user_samples: Sequence[Sample] = ()
+    user_modules: tuple[str, ...] = ()  # imported in the child before the load (BuildState.user_modules)
 
 
 def run_validation(job: ValidationJob) -> Validation:
@@ -485,9 +486,7 @@ def _child_run(job: ValidationJob, samples: Sequence[Sample]) -> ChildRun:
         fh.write(inputs_bytes)
     del inputs_bytes
     device_index = int(options.device.split(":", 1)[1]) if ":" in options.device else None
-    return ChildRun(
-        job.worker, inputs_path, index, contract, options.device, device_index, job.work, options.timeout_s, options.user_modules
-    )
+    return ChildRun(job.worker, inputs_path, index, contract, options.device, device_index, job.work, options.timeout_s, job.user_modules)
 
 
 def _open_child(job: ValidationJob, run: ChildRun, facts: dict[str, Any], out: Validation) -> tuple[bool, list[str] | None]:
