@@ -347,10 +347,29 @@ def op_throughput(state: State, key: str, callers: list[int], seconds: float, wa
 
     for _ in range(warmup):
         call()
-    counts = [measure(call, int(n), float(seconds), torch.get_num_threads) for n in callers]
+    counts = _best_of_rounds(lambda n, window: measure(call, n, window, torch.get_num_threads), [int(n) for n in callers], float(seconds))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # how busy the host was: read by the verdict
     return {"counts": counts, "cores": cores, "main_intra_op_threads": torch.get_num_threads(), "load_average": load}
+
+
+THROUGHPUT_ROUNDS = 2
+
+
+def _best_of_rounds(timed: Callable[[int, float], dict[str, Any]], callers: list[int], seconds: float) -> list[dict[str, Any]]:
+    """Each count timed in ``THROUGHPUT_ROUNDS`` interleaved rounds of ``seconds / rounds`` (1, 2,
+    4, 1, 2, 4): the window with the most calls/s stands for its count. Another process on the
+    host only ever slows a window down, so the best of interleaved windows is the count's own
+    rate; one window each let a busy minute under the baseline read as scaling (a one-runner
+    package "scaled" 1.3x on a loaded 2-core CI host)."""
+    window = seconds / THROUGHPUT_ROUNDS
+    best: dict[int, dict[str, Any]] = {}
+    for _ in range(THROUGHPUT_ROUNDS):
+        for n in callers:
+            got = timed(n, window)
+            if n not in best or float(got.get("calls_per_s") or 0.0) > float(best[n].get("calls_per_s") or 0.0):
+                best[n] = got
+    return [best[n] for n in callers]
 
 
 class _Refused(Exception):

@@ -88,3 +88,25 @@ def test_runners_that_do_not_help_clear_the_runner() -> None:
     assert busy is not None and "other processes were using them (load average 11.5 on 8 core(s))" in busy.message
     gpu = verdict(Facts("cuda", {1: 100.0, 2: 101.0}, remedy_rate=99.0))
     assert gpu is not None and "keep the device busy" in gpu.message
+
+
+def test_a_busy_window_under_the_baseline_does_not_read_as_scaling() -> None:
+    """The flake this guards (CI's 2.13 lane, 2026-11-27): a one-runner package timed while another
+    worker compiled gave one caller 40 calls/s and, a second later, two callers 52: "scaling" 1.3x.
+    Timed in interleaved rounds, each count keeps its best window, so the slowed baseline window
+    is outvoted and the package is seen serialising."""
+    from runtime_probe.child.ops import THROUGHPUT_ROUNDS, _best_of_rounds
+
+    windows = iter([40.0, 52.0, 55.0, 53.0])  # round 1: 1 caller (busy host), 2 callers; round 2: both quiet
+    seen_windows: list[float] = []
+
+    def timed(callers: int, seconds: float) -> dict[str, object]:
+        seen_windows.append(seconds)
+        return {"callers": callers, "calls_per_s": next(windows)}
+
+    counts = _best_of_rounds(timed, [1, 2], 1.0)
+    rates = {int(c["callers"]): float(c["calls_per_s"]) for c in counts}  # type: ignore[arg-type]
+    assert rates == {1: 55.0, 2: 53.0}
+    assert seen_windows == [1.0 / THROUGHPUT_ROUNDS] * 4  # the probe's time is unchanged
+    found = verdict(Facts("cpu", rates))
+    assert found is not None and found.code == "golden.throughput_serialised"
