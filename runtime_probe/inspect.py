@@ -17,7 +17,8 @@ from typing import Any
 from runtime_probe.formats import elf as _elf
 from runtime_probe.formats.wrapper_cpp import parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, Archive, file_digest, open_archive, open_package_file
-from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, ManifestError, manifest_to_dict, parse_manifest
+from runtime_probe.package.kernel_files import kernel_file_findings
+from runtime_probe.package.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, manifest_to_dict, parse_manifest
 from runtime_probe.package.manifest_rules import check_manifest
 from runtime_probe.reporting.errors import UsageError
 from runtime_probe.reporting.report import clean
@@ -70,6 +71,7 @@ def _inspect_archive(archive: Archive, data: dict[str, Any]) -> None:
     data["root"] = archive.root
     data["entries"] = [{"name": e.rel, "bytes": e.size} for e in sorted(archive.entries.values(), key=lambda e: e.rel)]
     data["models"] = {name: _model(archive, layout.model_dir(name)) for name in archive.models()}
+    manifest: Manifest | None = None
     if archive.has(layout.MANIFEST):
         try:
             manifest = parse_manifest(archive.read(layout.MANIFEST, max_bytes=MAX_MANIFEST_BYTES))
@@ -90,6 +92,7 @@ def _inspect_archive(archive: Archive, data: dict[str, Any]) -> None:
                 }
     else:
         data["missing"] = WITHOUT_MANIFEST
+    data["problems"] += [f.to_dict() for f in kernel_file_findings(archive, manifest)]
     data["signed"] = archive.has(layout.SIGNATURE)
     if data["signed"]:
         try:

@@ -1,9 +1,10 @@
 """Facts read from the generated ``*.wrapper.cpp`` that AOTI ships in every package.
 
-No .so is opened: the generated source names each runtime constant (FQN, dtype, shape) and ends
-with the exact compile command (``-march=native``, ``-mavx2``...). Both are plain text, so they can
-be checked on a host before anything native runs. The format is generated code and may drift
-between torch releases: every reader here tolerates absence and returns what it found.
+No .so is opened: the generated source names each runtime constant (FQN, dtype, shape), the file
+each GPU kernel is loaded from, and ends with the exact compile command (``-march=native``,
+``-mavx2``...). All are plain text, so they can be checked on a host before anything native runs.
+The format is generated code and may drift between torch releases: every reader here tolerates
+absence and returns what it found.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["SizeCheck", "WrapperConstant", "WrapperFacts", "parse_wrapper_cpp", "size_checks"]
+__all__ = ["KernelLoad", "SizeCheck", "WrapperConstant", "WrapperFacts", "parse_wrapper_cpp", "size_checks"]
 
 # Every pattern here runs over hostile text (a package's wrapper.cpp, up to 256 MB), so each is
 # linear in it: anchored at a literal, numbers bounded, and no scan that the next start repeats.
@@ -31,6 +32,17 @@ _BASE_TAIL = re.compile(r",\s*(true|false)\s*\)")
 _SIZE_CHECK = re.compile(
     r'input_handles\[(\d{1,9})\]: dim value is too (large|small) at (\d{1,9}), "\s*<<\s*"expected (?:it )?to be (<=|>=) (-?\d{1,19})'
 )
+# cpp_wrapper_gpu.py's generate_load_kernel, file form (torch 2.11 .. 2.13):
+#   kernels_.triton_poi_fused_1 = loadKernel("/tmp/torchinductor_u/ab/cab.cubin", "triton_poi_fused_1", 0, cubin_dir_);
+# The embedded form passes a pointer (``loadKernel(__triton_poi_fused_1_start, ...``) and the lazy
+# one a variable: neither names a file, neither matches. Read at each "loadKernel(" of a line
+# (literals cannot span lines), each literal bounded and ended by its first unescaped quote: an
+# attempt at a "loadKernel(" inside a literal reads on only to that quote, so no character is read
+# more than twice.
+_LOAD_KERNEL = re.compile(r'loadKernel\(\s{0,64}"((?:[^"\\\n]|\\.){0,4096})"\s{0,64},\s{0,64}"((?:[^"\\\n]|\\.){1,1024})"')
+# what cpp_string_literal escapes; any other escaped character stands for itself
+_UNESCAPE = re.compile(r"\\(.)")
+_ESCAPED = {"n": "\n", "t": "\t", "r": "\r"}
 _COMPILE_CMD = re.compile(r"//\s*Compile cmd\s*\n//\s*(.+)")
 _ISA_FLAG = re.compile(r"-m(avx|fma|f16c|sse|amx|bmi|popcnt|vnni)")
 
@@ -43,6 +55,16 @@ class SizeCheck:
     dim: int
     kind: str  # "max" | "min"
     value: int
+
+
+@dataclass(frozen=True)
+class KernelLoad:
+    """A kernel the wrapper loads from a file at its first call. torch's package loader passes the
+    model's extracted folder as ``cubin_dir``, and the wrapper opens ``cubin_dir / file``: the file
+    must be in the model's folder of the package, whatever the build path was."""
+
+    kernel: str  # the kernel's (mangled) name, as cuModuleGetFunction looks it up
+    file: str  # the path's last component (std::filesystem's filename(): "" for a path ending in "/")
 
 
 @dataclass
@@ -67,6 +89,7 @@ class WrapperFacts:
     # False: the .so was built without its constants (package_constants_in_so=False, or weights
     # written beside it as a binary blob): someone must load them before the first call.
     include_weights: bool | None = None
+    kernel_loads: list[KernelLoad] = field(default_factory=list)  # in the order generated, each once
 
     def runtime_constants(self) -> dict[str, str]:
         """FQN -> internal name, for the constants a user can replace (not folded ones)."""
@@ -77,11 +100,15 @@ def parse_wrapper_cpp(text: str) -> WrapperFacts:
     """What the generated source says; linear in its length, whatever it holds."""
     facts = WrapperFacts()
     by_index: dict[int, WrapperConstant] = {}
+    loads: dict[KernelLoad, None] = {}
     for line in text.split("\n"):
         assignment = _constant_assignment(line)
         if assignment is not None:
             _set_constant_field(by_index, *assignment)
+        if "loadKernel(" in line:
+            loads.update(dict.fromkeys(_kernel_loads(line)))
     facts.constants = [by_index[i] for i in sorted(by_index)]
+    facts.kernel_loads = list(loads)
     base = _model_base(text)
     if base is not None:
         facts.num_constants, facts.include_weights = base
@@ -109,6 +136,23 @@ def _constant_assignment(line: str) -> tuple[int, str, str] | None:
     if not rest.endswith(";"):
         return None
     return int(head.group(1)), head.group(2), rest[:-1].strip()
+
+
+def _kernel_loads(line: str) -> list[KernelLoad]:
+    """Every file-form ``loadKernel("PATH", "NAME", ...`` in one line."""
+    out: list[KernelLoad] = []
+    at = line.find("loadKernel(")
+    while at >= 0:
+        m = _LOAD_KERNEL.match(line, at)
+        if m is not None:
+            path, name = _unescape(m.group(1)), _unescape(m.group(2))
+            out.append(KernelLoad(name, path.rsplit("/", 1)[-1]))
+        at = line.find("loadKernel(", m.end() if m is not None else at + 1)
+    return out
+
+
+def _unescape(literal: str) -> str:
+    return _UNESCAPE.sub(lambda m: _ESCAPED.get(m.group(1), m.group(1)), literal)
 
 
 def _set_constant_field(by_index: dict[int, WrapperConstant], idx: int, attr: str, value: str) -> None:

@@ -30,6 +30,7 @@ from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_
 from runtime_probe.host.rules import parse_device
 from runtime_probe.host.skew import torch_to_install
 from runtime_probe.package.archive import Archive, open_archive
+from runtime_probe.package.kernel_files import kernel_file_finding, model_folders
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.release_constants import ReleaseConstantsError, share_release_constants
@@ -83,8 +84,10 @@ def load(
             concurrent callers wait for each other: ``aoti-guard probe --threads`` measures it.
 
     Raises:
-        PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, or no
-            manifest (``.findings`` says which).
+        PackageRejected: unsafe archive, missing or invalid signature, hash mismatch, no
+            manifest, or a kernel file the model's generated code loads is not in the package
+            (``package.kernel_file_missing``: its first call would fail with a CUDA error naming
+            no file); ``.findings`` says which.
         UsageError: an argument of the wrong type, a path that no file can have (a NUL in it), a
             bad device string, model name, check_values or public key file: before anything is read.
         ConstantsContractError: ``weights`` do not fit the package (``.constant`` names the first
@@ -266,6 +269,7 @@ def _open_verified(req: _LoadRequest, copy: str) -> _Opened:
     with archive:
         manifest = _trusted_manifest(req, archive, findings)
         device_type, index = _target_device(req.device, manifest)
+        _refuse_missing_kernels(req, archive, manifest)
         load_path, model_name, tmp = copy, manifest.model_name, None
         if req.model == layout.TWIN_MODEL:
             tmp = tempfile.mkdtemp(prefix="runtime-probe-twin-")
@@ -276,6 +280,17 @@ def _open_verified(req: _LoadRequest, copy: str) -> _Opened:
             load_path, model_name = twin, layout.TWIN_MODEL
         kept = read_kept_constants(archive, manifest) if tmp is None else None
     return _Opened(manifest, device_type, index, load_path, model_name, tmp, kept)
+
+
+def _refuse_missing_kernels(req: _LoadRequest, archive: Archive, manifest: Manifest) -> None:
+    """PackageRejected (``package.kernel_file_missing``) when the model asked for lacks a kernel
+    file its generated code loads: torch would load it, and its first call would fail with a CUDA
+    error that names no file."""
+    folders = model_folders(manifest)  # the release model first, then the twin when there is one
+    chosen = folders[0] if req.model == layout.RELEASE_MODEL else folders[1] if len(folders) > 1 else None
+    finding = kernel_file_finding(archive, *chosen) if chosen is not None else None
+    if finding is not None:
+        raise PackageRejected(f"{req.fspath} cannot run", [finding])
 
 
 def _trusted_manifest(req: _LoadRequest, archive: Archive, findings: list[Finding]) -> Manifest:

@@ -21,6 +21,7 @@ from runtime_probe.golden import records as _golden_records
 from runtime_probe.host.rules import Requirements, check_host, parent_facts
 from runtime_probe.ladder.steps import Replay
 from runtime_probe.package.archive import READ_ERRORS, Archive, open_archive
+from runtime_probe.package.kernel_files import kernel_file_findings
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
 from runtime_probe.package.weights import carries_weights, check_weights, keeps_unsaved
@@ -77,22 +78,35 @@ def archive_phase(shared: Shared) -> Phase:
         )
     ok = not has_errors(findings)
     if ok and shared.manifest is not None and shared.manifest.golden is not None:
-        shared.golden_path = os.path.join(shared.tmp, "golden.safetensors")
-        with open(shared.golden_path, "wb") as fh:
-            for chunk in archive.iter_chunks(shared.manifest.golden.entry):
-                fh.write(chunk)
-        if shared.options.verify_only:
-            # no golden phase follows: the samples' records (a whole sample's tensors in the golden
-            # file; a compact one's recipes against the contract and the recipe rules) are checked
-            # here, by the same code
-            problems, bad = _golden_records.file_findings(shared.manifest, shared.golden_path, "archive")
-            findings += problems
-            if bad is not None and shared.manifest.golden.compact_samples:
-                cases, invalid = _golden_cases.compact_cases(shared.manifest, shared.golden_path)
-                findings += [replace(f, phase="archive") for f in invalid]
-                detail["compact_samples_checked"] = [sid for sid, _ in cases]
-            ok = not has_errors(findings)
-    return findings, detail, ok
+        problems = _golden_file(shared, archive, detail)
+        findings += problems
+        ok = not has_errors(problems)
+    # a package that cannot run whatever the host: said here, on any host; the host phase still
+    # says what else this host lacks, and no native code of the package is opened (run.py)
+    unrunnable = kernel_file_findings(archive, shared.manifest)
+    if unrunnable:
+        shared.unrunnable = f"skipped: the package cannot run ({', '.join(dict.fromkeys(f.code for f in unrunnable))}, archive phase)"
+    return findings + unrunnable, detail, ok
+
+
+def _golden_file(shared: Shared, archive: Archive, detail: dict[str, Any]) -> list[Finding]:
+    """The golden file written where the golden phase reads it; with --verify-only (no golden
+    phase follows), the samples' records checked here, by the same code: a whole sample's tensors
+    in the golden file, a compact one's recipes against the contract and the recipe rules."""
+    assert shared.manifest is not None and shared.manifest.golden is not None
+    shared.golden_path = os.path.join(shared.tmp, "golden.safetensors")
+    with open(shared.golden_path, "wb") as fh:
+        for chunk in archive.iter_chunks(shared.manifest.golden.entry):
+            fh.write(chunk)
+    if not shared.options.verify_only:
+        return []
+    problems, bad = _golden_records.file_findings(shared.manifest, shared.golden_path, "archive")
+    findings = list(problems)
+    if bad is not None and shared.manifest.golden.compact_samples:
+        cases, invalid = _golden_cases.compact_cases(shared.manifest, shared.golden_path)
+        findings += [replace(f, phase="archive") for f in invalid]
+        detail["compact_samples_checked"] = [sid for sid, _ in cases]
+    return findings
 
 
 def package_device(archive: Archive, manifest: Manifest | None) -> str:

@@ -324,8 +324,11 @@ def _device_phases(shared: Shared, dev: Device, say: ProgressFn, worker: Worker 
     recorder = Recorder(DEVICE_PHASES, lambda phase, event, seconds: say(phase, event), label=prefix)
     dev.worker = worker or _new_worker(shared)
     dev.worker.submit("facts", device_type=dev.device_type, device_index=dev.device_index)
+    # a package that cannot run (shared.unrunnable): the host is still checked, nothing is loaded
+    steps = _DEVICE_STEPS if shared.unrunnable is None else _DEVICE_STEPS[:1]
     try:
-        run_steps(recorder, [(name, _step(name, fn, dev)) for name, fn in _DEVICE_STEPS], shared)
+        if run_steps(recorder, [(name, _step(name, fn, dev)) for name, fn in steps], shared) and shared.unrunnable is not None:
+            recorder.skip_rest(shared.unrunnable)
     finally:
         dev.worker.close()
         dev.log = child_log_lines(dev.worker.stderr.text())

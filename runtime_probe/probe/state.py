@@ -33,6 +33,8 @@ class Shared:
     golden_path: str | None = None
     public_key: PublicKey | None = None
     raw_times: dict[str, dict[str, Any]] = field(default_factory=dict)  # --latency-raw: label -> run (probe/raw_times.py)
+    # why the package cannot run on any host (the archive phase's reason): only the host phase runs
+    unrunnable: str | None = None
 
 
 @dataclass

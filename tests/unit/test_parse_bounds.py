@@ -72,6 +72,16 @@ WRAPPER_CASES = {
     "compile command markers": _repeat("// Compile cmd \n"),
     "size check heads": _repeat('input_handles[0]: dim value is too large at 0, "   '),
     "size check digits": "input_handles[" + _repeat("7") + "]",
+    # kernel loads (loadKernel("PATH", "NAME", ...)): heads never closed, literals that run to
+    # their bound, escapes, a head inside a literal, and loads that all parse
+    "kernel load heads on one line": _repeat('loadKernel("'),
+    "kernel load path of escaped quotes": 'loadKernel("' + _repeat('\\"'),
+    "kernel load paths at their bound": _repeat('loadKernel("' + "a" * 4090),
+    "kernel load paths of backslashes": _repeat('loadKernel("' + "\\" * 3000),
+    "kernel load names never closed": _repeat('loadKernel("a", "' + "b" * 1020),
+    "kernel load heads inside a path": _repeat('loadKernel("loadKernel(\\"'),
+    "kernel load spaces before a comma": _repeat('loadKernel("a"' + " " * 64),
+    "kernel loads that parse": _repeat('loadKernel("/p/x.cubin", "k", 0, cubin_dir_); '),
 }
 
 

@@ -31,7 +31,21 @@ def test_unregistered_code_is_refused() -> None:
 
 
 def test_codes_are_dotted_and_phased() -> None:
-    prefixes = {"archive", "manifest", "env", "load", "constants", "input", "output", "run", "golden", "escalate", "build", "tool"}
+    prefixes = {
+        "archive",
+        "package",
+        "manifest",
+        "env",
+        "load",
+        "constants",
+        "input",
+        "output",
+        "run",
+        "golden",
+        "escalate",
+        "build",
+        "tool",
+    }
     assert all(code.split(".", 1)[0] in prefixes for code in CODES)
 
 
