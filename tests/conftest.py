@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _inductor_settings_for_the_tests() -> None:
-    """Two Inductor settings for every process the tests start (builds, probes, their children),
-    each only where the caller has not set it. Neither changes what is compiled (issue 27,
-    docs/benchmarks.md "The test suite's time"):
+    """Inductor settings for every process the tests start (builds, probes, their children), each
+    only where the caller has not set it. None changes what a package computes (issue 27, issue
+    41; docs/benchmarks.md "The test suite's time"):
 
     - ``TORCHINDUCTOR_VEC_ISA_OK=1``: Inductor trusts the CPU's flags for the base vector ISAs
       instead of test-compiling a program per ISA and dlopen-ing it in a ``python -c`` child, in
@@ -157,11 +158,40 @@ def _inductor_settings_for_the_tests() -> None:
     - ``TORCHINDUCTOR_CACHE_DIR`` pinned to torch's default (torch's own ``default_cache_dir``, read
       now): a test that gives a build its own TMPDIR would otherwise give it a cold cache
       (Inductor puts its cache under TMPDIR).
+    - ``AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL=O0`` and ``AOT_INDUCTOR_ENABLE_LINE_TABLES=0``: the
+      generated wrapper's ``run_impl`` (the calls between kernels, not the kernels) compiled
+      without optimisation or line tables: g++ on wrapper.cpp is most of a small model's compile;
+      ~6 % less CPU per build of the static model (median of 5 A/B, docs/benchmarks.md).
+      Release builds keep torch's defaults; no test measures the wrapper's own speed.
     """
     os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+    os.environ.setdefault("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL", "O0")
+    os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+
+
+ENGINES_PENDING = "AOTI_GUARD_ENGINES_PENDING"
+ENGINES_WAIT_S = 1200.0
+
+
+def wait_for_engines() -> None:
+    """Under ``.ci/run`` the Docker engine, the local images and the Slurm cluster are made in the
+    background while the 2.13 lane runs (debootstrap and downloads: mostly the network and the
+    disk, ~4 min on a fresh machine). ``AOTI_GUARD_ENGINES_PENDING=FILE`` names the file the
+    background job writes when it ends; a test that needs them calls this first and waits for it
+    (its log is beside it). Unset: nothing to wait for."""
+    marker = os.environ.get(ENGINES_PENDING)
+    if not marker:
+        return
+    deadline = time.monotonic() + ENGINES_WAIT_S
+    while not Path(marker).exists():
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"the Docker engine, images and Slurm cluster were not ready after {ENGINES_WAIT_S:.0f} s ({marker} absent)", pytrace=False
+            )
+        time.sleep(2.0)
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

@@ -5,7 +5,10 @@ Usage: python scripts/gpu/sanitize_fixture.py IN.pt2 OUT.pt2
 Build paths of that machine appear in the generated source, the .so's strings, the cubins' debug
 line tables and the manifest's compiler path. Each is overwritten in place by a placeholder of the
 same length (so binaries keep their layout), and the manifest's entry hashes are recomputed:
-the result is the same package, minus where it was built.
+the result is the same package, minus where it was built. A kernel file's own name (``*.cubin``,
+``*.fatbin``) is kept: the generated code opens that name in the package's model folder, and
+tests/data/cuda_example.pt2, made before this rule, lost its names and fails on every GPU with
+"CUDA driver error: file not found" (GPU run 34; the probe names it: package.kernel_file_missing).
 """
 
 from __future__ import annotations
@@ -19,8 +22,17 @@ import zipfile
 PATH = re.compile(rb"/(?:opt|tmp|root|home|work|usr/local)/[\w.+-]+(?:/[\w.+-]*)*")
 
 
+KERNEL_FILE = re.compile(rb"/[\w.+-]+\.(?:cubin|fatbin)$")
+
+
+def _blank(path: bytes) -> bytes:
+    kept = KERNEL_FILE.search(path)
+    head = path[: kept.start()] if kept else path
+    return b"/" + b"_" * (len(head) - 1) + (kept.group(0) if kept else b"")
+
+
 def scrub(data: bytes) -> bytes:
-    return PATH.sub(lambda m: b"/" + b"_" * (len(m.group(0)) - 1), data)
+    return PATH.sub(lambda m: _blank(m.group(0)), data)
 
 
 def main(src: str, dst: str) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 # the package fixtures build real packages (once per session per folder; Inductor's cache makes
 # the second folder's build a cache hit)
+from tests.conftest import wait_for_engines
 from tests.integration.conftest import Built, pkg_dir, static_pkg  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +45,7 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
+    wait_for_engines()  # .ci/run makes them in the background
     try:
         import docker
     except ImportError:

@@ -16,6 +16,7 @@ import pytest
 from aoti_guard.fleet.classes import FAIL, NO_VERDICT, PASS
 from aoti_guard.fleet.report import aggregate
 from aoti_guard.fleet.trust import gather
+from tests.conftest import wait_for_engines
 from tests.integration.conftest import Built, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +80,7 @@ def test_fleet_report_over_real_reports(example_pkg: Built, tmp_path: Path) -> N
 
 
 def _slurm_up() -> str | None:
+    wait_for_engines()  # .ci/run makes the cluster in the background
     if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
         return "no Slurm here: run `bash scripts/slurm/setup_local_cluster.sh` (as root) first"
     proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30)

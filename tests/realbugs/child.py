@@ -80,9 +80,12 @@ def _eager_outputs(req: dict[str, Any], weights: dict[str, Any] | None) -> list[
             model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, strict=False)
         except RuntimeError as exc:
             return f"eager refuses these weights: {str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else exc}"
+    device = req.get("device")
+    if device:  # a GPU case: eager on the device the package is loaded on, as its user compares
+        model = model.to(device)
     outs = []
     for _ in range(req["calls"]):
-        args, kwargs = _function(req["inputs"])()
+        args, kwargs = _on_device(_function(req["inputs"])(), device)
         outs.append(model(*args, **kwargs))
     return outs
 

@@ -37,6 +37,9 @@ PACKAGES: dict[str, Package] = {
     "scalar_output": Package(f"{M}:scalar_output"),
     "custom_op": Package("tests/realbugs/custom_op_model.py:custom_op"),
     "cuda_example": Package(None, file="tests/data/cuda_example.pt2"),
+    # built on the GPU machine by the gpu cases (on a CPU host they are deselected: -m 'not gpu')
+    "cuda_mlp": Package(f"{M}:cuda_mlp"),
+    "cross_gpu": Package(f"{M}:cross_gpu"),
 }
 
 
@@ -404,14 +407,23 @@ CASES: tuple[Case, ...] = (
         Expect("probe", ("env.device_unavailable", "env.gpu_runtime_missing", "env.device_mismatch")),
     ),
     Case(
+        "kernel_file_missing",
+        P + "120194",
+        "a package whose kernel file is not where its code looks: 'CUDA driver error: file not found', no file named",
+        "device",
+        "cuda_example",  # its kernel paths were blanked when it was committed (scripts/gpu/sanitize_fixture.py)
+        _serve("serve_cuda_example", eager=False, device="cuda:0"),
+        Expect("probe", ("package.kernel_file_missing",), names=("triton_poi_fused_1",)),
+        gpu=True,
+    ),
+    Case(
         "cuda_index_1",
         P + "136369",
         "a package loaded on cuda:1 of a multi-GPU host",
         "device",
-        "cuda_example",
-        _serve("serve_cuda_example", eager=False, device="cuda:1"),
+        "cuda_mlp",
+        _serve("serve_cuda_mlp", device="cuda:1"),
         Expect("runs"),
-        gap="on torch 2.11 (H200 x2, GPU run 31) the package run on cuda:1 fails inside AOTI's run (RuntimeError from run_func_), bare and guarded alike: aoti-guard neither refuses it before the call nor names the cause",
         gpu=True,
     ),
     Case(
@@ -419,10 +431,9 @@ CASES: tuple[Case, ...] = (
         P + "152087",
         "the C++ package loader places every model on cuda:0",
         "device",
-        "cuda_example",
-        _serve("serve_cuda_example", eager=False, device="cuda:1"),
+        "cuda_mlp",
+        _serve("serve_cuda_mlp", device="cuda:1"),
         Expect("runs"),
-        gap="on torch 2.11 (H200 x2, GPU run 31) the package run on cuda:1 fails inside AOTI's run (RuntimeError from run_func_), bare and guarded alike: aoti-guard neither refuses it before the call nor names the cause",
         gpu=True,
     ),
     Case(
@@ -430,9 +441,9 @@ CASES: tuple[Case, ...] = (
         P + "152130",
         "x.to('cuda:1') inside the model: the output stays on cuda:0",
         "device",
-        "cuda_example",
-        _serve("serve_cuda_example", eager=False),
-        Expect("cannot", why="the contract records one device per package; a second GPU inside the graph is not modelled"),
+        "cross_gpu",
+        _serve("serve_cuda_mlp", device="cuda:0"),
+        Expect("build", ("build.compile_failed",), message=("one CUDA device",)),
         gpu=True,
     ),
 )

@@ -433,3 +433,43 @@ def serve_cuda_example() -> Inputs:
     """The CUDA package's inputs on the CPU: what a host without a GPU hands it."""
     torch.manual_seed(44)
     return (torch.randn(4, 16), torch.ones(4, 32, dtype=torch.bool)), {}
+
+
+# -- CUDA packages built on the GPU machine by the gpu cases themselves (#136369, #152087, #152130) --
+# (tests/data/cuda_example.pt2 cannot serve them: its kernel paths were blanked when it was
+# committed, so it fails on every GPU with "CUDA driver error: file not found": GPU run 34)
+
+
+class TwoLayer(torch.nn.Module):
+    """#136369's shape: linear, relu, linear, sigmoid (a cuBLAS call and Triton kernels)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.fc2(torch.relu(self.fc1(x))))
+
+
+def cuda_mlp() -> Any:
+    torch.manual_seed(45)
+    model = TwoLayer().eval().to("cuda:0")
+    return BuildSpec(model, (torch.randn(8, 16, device="cuda:0"),), {}, {"x": {0: Dim("batch", min=1, max=64)}}, name="cuda_mlp")
+
+
+def serve_cuda_mlp() -> Inputs:
+    """Five rows on the CPU: the child moves them to the case's device."""
+    torch.manual_seed(46)
+    return (torch.randn(5, 16),), {}
+
+
+class ToSecondGpu(torch.nn.Module):
+    """#152130: the graph itself moves its result to cuda:1."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 2.0 + 1.0).to("cuda:1")
+
+
+def cross_gpu() -> Any:
+    return BuildSpec(ToSecondGpu(), (torch.randn(8, 16, device="cuda:0"),), {}, {"x": {0: Dim("batch", min=1, max=64)}}, name="cross_gpu")
