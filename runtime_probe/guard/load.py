@@ -13,13 +13,14 @@ The checks themselves live in ``inputs.py`` and ``outputs.py``.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import shutil
 import tempfile
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.guard.fastpath import compile_fast_flat
@@ -39,25 +40,39 @@ from runtime_probe.reporting.errors import PackageRejected, ToolError, UsageErro
 from runtime_probe.reporting.findings import Finding, error, has_errors
 from runtime_probe.runtime import layout, torch_compat, user_modules
 
-__all__ = ["GuardedModel", "load"]
+__all__ = ["GuardedModel", "LoadOptions", "load"]
 
 _MISSING = object()
 
 
-def load(
-    path: str | os.PathLike[str],
-    device: str | None = None,
-    *,
-    model: str = layout.RELEASE_MODEL,
-    verify: bool = True,
-    public_key: str | os.PathLike[str] | None = None,
-    check_values: bool | str | None = None,
-    weights: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-    num_runners: int = 1,
-) -> GuardedModel:
+class LoadOptions(TypedDict, total=False):
+    """``load``'s options after the path and the device, each given by its name. One value object
+    (PEP 692): mypy checks each name and type at the caller's call, and ``load`` refuses a name
+    it does not know (UsageError) as Python refused an unknown keyword before. The defaults:
+    ``_DEFAULTS``."""
+
+    model: str
+    verify: bool
+    public_key: str | os.PathLike[str] | None
+    check_values: bool | str | None
+    weights: str | os.PathLike[str] | Mapping[str, Any] | None
+    num_runners: int
+
+
+_DEFAULTS: LoadOptions = {
+    "model": layout.RELEASE_MODEL,
+    "verify": True,
+    "public_key": None,
+    "check_values": None,
+    "weights": None,
+    "num_runners": 1,
+}
+
+
+def load(path: str | os.PathLike[str], device: str | None = None, **options: Unpack[LoadOptions]) -> GuardedModel:
     """Verify a package and load it in this process behind its input contract.
 
-    Args:
+    Args (the options after ``device`` are ``LoadOptions``, each given by name):
         path: the .pt2 built by aoti-guard.
         device: "cpu", "cuda" or "cuda:N"; default: the device it was built for.
         model: "model" (the release model) or "debug_twin" (the sanitized twin).
@@ -96,24 +111,44 @@ def load(
             missing, full or read-only: the package is copied and extracted there) or
             ``env.torch_missing`` (torch cannot be imported).
     """
+    opts = _with_defaults(options)
+    guarded = _load_private_copy(_checked_request(path, device, opts))
+    if opts["weights"] is not None:
+        guarded.load_constants(opts["weights"])
+    return guarded
+
+
+def _checked_request(path: object, device: str | None, opts: LoadOptions) -> _LoadRequest:
+    """``load``'s arguments checked, before anything is read: a UsageError names the first bad one."""
     # signature checking is only imported when a package is loaded: `import runtime_probe` stays light
     from runtime_probe.trust.signature import load_public_key
 
     fspath = _path_argument(path, "path")
-    _check_arguments(device, model, verify, check_values)
+    _check_arguments(device, opts["model"], opts["verify"], opts["check_values"])
     key = None
-    if public_key is not None:
-        if not verify:
+    if opts["public_key"] is not None:
+        if not opts["verify"]:
             raise UsageError("public_key needs verify=True", hint="a signature only covers the entries whose hashes are checked")
-        key = load_public_key(_path_argument(public_key, "public_key"))
-    if isinstance(num_runners, bool) or not isinstance(num_runners, int) or num_runners < 1:
+        key = load_public_key(_path_argument(opts["public_key"], "public_key"))
+    runners = opts["num_runners"]
+    if isinstance(runners, bool) or not isinstance(runners, int) or runners < 1:
         raise UsageError(
-            f"num_runners must be a whole number of at least 1, not {num_runners!r}", hint="e.g. num_runners=4 for 4 serving threads"
+            f"num_runners must be a whole number of at least 1, not {runners!r}", hint="e.g. num_runners=4 for 4 serving threads"
         )
-    guarded = _load_private_copy(_LoadRequest(fspath, device, model, verify, key, check_values, num_runners))
-    if weights is not None:
-        guarded.load_constants(weights)
-    return guarded
+    return _LoadRequest(fspath, device, opts["model"], opts["verify"], key, opts["check_values"], runners)
+
+
+def _with_defaults(options: Mapping[str, Any]) -> LoadOptions:
+    """``options`` over ``_DEFAULTS``, or a UsageError naming an option ``load`` does not have."""
+    known = sorted(LoadOptions.__optional_keys__)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            raise UsageError(
+                f"runtime_probe.load got an unknown option {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                hint=f"load(path, device=None, {', '.join(f'{k}=...' for k in known)})",
+            )
+    return cast(LoadOptions, {**_DEFAULTS, **options})
 
 
 def _path_argument(value: object, what: str) -> str:
