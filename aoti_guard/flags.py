@@ -4,7 +4,8 @@ A table of ``OptionFlag`` (the probe's ``runtime_probe.probe.flags.Flag``, plus 
 fleet commands need: choices, units, a converter) names, for each flag, the field of an options
 dataclass it sets; the flag's default is read from that dataclass (``SOURCE``), its one home.
 ``click_option``/``flag_options`` turn a table (the probe's too) into click options, and
-``option_fields`` turns the parsed values back into the dataclass's fields. The tables:
+``option_fields`` (runtime_probe's, re-exported: one mapping for every table) turns the parsed
+values back into the dataclass's fields, each flag converting its own value (``field_value``). The tables:
 ``aoti_guard/build_flags.py`` (build), ``aoti_guard/fleet/flags.py`` (fleet k8s, fleet slurm),
 ``runtime_probe/probe/flags.py`` (probe, for both command lines).
 """
@@ -12,13 +13,13 @@ dataclass it sets; the flag's default is read from that dataclass (``SOURCE``), 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import click
 
-from runtime_probe.probe.flags import Flag
+from runtime_probe.probe.flags import Flag, option_fields
 
 __all__ = ["OptionFlag", "click_option", "field_default", "flag_options", "option_fields"]
 
@@ -75,29 +76,19 @@ class OptionFlag(Flag):
         value = field_default(self.SOURCE, self.field)
         return value / self.unit if self.unit != 1 else value
 
-
-def option_fields(flags: Sequence[OptionFlag], values: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields the flags set, from their parsed values keyed by ``dest`` (the one place the
-    values are mapped). A flag absent from ``values``, or converted and not given, is left out."""
-    fields: dict[str, Any] = {}
-    for flag in flags:
-        if flag.field is None or flag.dest not in values:
-            continue
-        value = values[flag.dest]
-        if flag.kind == "onoff" and value is None:
-            continue  # neither --X nor --no-X: the field keeps its default
-        if flag.multiple:  # click's tuple; a library caller's list
+    def field_value(self, value: Any) -> tuple[bool, Any]:
+        """The probe flag's rule (``Flag.field_value``) and this table's kinds: an on/off pair
+        given neither way, or a converted flag given nothing, leaves the field's default; a
+        repeatable one sets a tuple (click's; a library caller's list); ``unit`` scales."""
+        if self.kind == "onoff" and value is None:
+            return False, None
+        if self.multiple:
             value = tuple(value or ())
-        if flag.convert is not None:
-            if not value:
-                continue
-            value = flag.convert(value)
-        elif flag.invert:
-            value = not value
-        elif flag.unit != 1:
-            value = int(value * flag.unit)
-        fields[flag.field] = value
-    return fields
+        if self.convert is not None:
+            return (True, self.convert(value)) if value else (False, None)
+        if self.invert:
+            return True, not value
+        return True, int(value * self.unit) if self.unit != 1 else value
 
 
 def _click_type(flag: Flag) -> Any:

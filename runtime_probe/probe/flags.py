@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime_probe.probe.options import ProbeOptions
 
-__all__ = ["OUTPUT_FLAGS", "PROBE_FLAGS", "Flag", "Outputs", "add_to_parser", "outputs_of", "probe_options"]
+__all__ = ["OUTPUT_FLAGS", "PROBE_FLAGS", "Flag", "Outputs", "add_to_parser", "option_fields", "outputs_of", "probe_options"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,31 @@ class Flag:
         if self.field is not None:
             return getattr(ProbeOptions, self.field)
         return self.default
+
+    def field_value(self, value: Any) -> tuple[bool, Any]:
+        """(whether the flag sets its field, the field's value) from its parsed ``value``: a
+        repeatable flag given no value leaves the field's default (argparse's list is None when
+        absent, click's tuple empty); an inverting switch sets False when given."""
+        if self.multiple:
+            if not value:
+                return False, None
+            value = tuple(value)
+        return True, (not value) if self.invert else value
+
+
+def option_fields(flags: Sequence[Flag], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a table's flags set, from their parsed values keyed by ``Flag.dest``: the one
+    place parsed flags become an options dataclass's fields, for every table (the probe's here,
+    the build's and the fleet's through ``aoti_guard.flags``; each kind's conversion is its
+    flag's ``field_value``). A flag absent from ``values``, or given nothing, is left out."""
+    fields: dict[str, Any] = {}
+    for flag in flags:
+        if flag.field is None or flag.dest not in values:
+            continue
+        sets, value = flag.field_value(values[flag.dest])
+        if sets:
+            fields[flag.field] = value
+    return fields
 
 
 PROBE_FLAGS: tuple[Flag, ...] = (
@@ -259,17 +284,7 @@ def add_to_parser(parser: argparse.ArgumentParser, flags: Sequence[Flag]) -> Non
 
 def probe_options(values: Mapping[str, Any], **extra: Any) -> ProbeOptions:
     """ProbeOptions from parsed flag values (keyed by ``Flag.dest``), for either command line."""
-    fields: dict[str, Any] = {}
-    for flag in PROBE_FLAGS:
-        if flag.field is None or flag.dest not in values:
-            continue
-        value = values[flag.dest]
-        if flag.multiple:  # argparse's list (None when absent), click's tuple (empty when absent)
-            if not value:
-                continue  # absent: the field keeps ProbeOptions' default (None or an empty tuple)
-            value = tuple(value)
-        fields[flag.field] = (not value) if flag.invert else value
-    return dataclasses.replace(ProbeOptions(), **fields, **extra)
+    return dataclasses.replace(ProbeOptions(), **option_fields(PROBE_FLAGS, values), **extra)
 
 
 def outputs_of(values: Mapping[str, Any]) -> Outputs:
