@@ -3,14 +3,7 @@
 # with the weights files users have: state_dict(), save_pretrained's file, and a new checkpoint
 # (reported as not compared); and the guarded loader taking save_pretrained's file.
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/checkpoint_weights.sh
-set -u
-OUT=${OUT:-$PWD/gpu-checkpoint-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-checkpoint-out
 s=$(date +%s)
 LD_PRELOAD=$PRELOAD timeout 400 $PY -m aoti_guard build tests/zoo/checkpoint_models.py:qwen2_tied --device cuda --no-debug-twin \
   -o "$OUT/qwen.pt2" --json "$OUT/qwen.build.json" > "$OUT/qwen.build.txt" 2>&1

@@ -4,14 +4,7 @@
 # calling in its own child (scripts/gpu/cuda_device_index.py), then aoti-guard's loader and probe on
 # the corpus's CUDA package at cuda:1.
 # Run from the repo root on the GPU machine: OUT=/somewhere bash scripts/gpu/cuda_device_index.sh
-set -u
-OUT=${OUT:-$PWD/gpu-device-index-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.device_count(), 'GPUs')"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-device-index-out
 LD_PRELOAD=$PRELOAD timeout 360 $PY scripts/gpu/cuda_device_index.py "$OUT" 2>&1 | tail -n 40
 echo "--- aoti-guard on tests/data/cuda_example.pt2 at cuda:1"
 LD_PRELOAD=$PRELOAD timeout 120 $PY - <<'PY' 2>&1 | grep -v Warning | tail -n 15

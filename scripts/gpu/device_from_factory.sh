@@ -2,15 +2,7 @@
 # Issue 43: a CUDA factory built without --device (the build takes the factory's device), a factory
 # that mixes devices (a usage error naming the tensors), and the probe of the package built.
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/device_from_factory.sh
-set -u
-OUT=${OUT:-$PWD/gpu-device-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
-  git rev-parse --short HEAD 2>/dev/null; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-device-out
 F=scripts/gpu/cuda_factories.py
 s=$(date +%s)
 LD_PRELOAD=$PRELOAD timeout 400 $PY -m aoti_guard build "$F:conv_on_cuda" -o "$OUT/conv.pt2" --json "$OUT/conv.build.json" > "$OUT/conv.build.txt" 2>&1

@@ -5,14 +5,7 @@
 # x 1.01), `aoti-guard references` for it, and the probe of the new package with those weights
 # (compared, no NOT CHECKED line).
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/mixed_devices.sh
-set -u
-OUT=${OUT:-$PWD/gpu-mixed-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-mixed-out
 s=$(date +%s)
 LD_PRELOAD=$PRELOAD timeout 200 $PY -m aoti_guard build scripts/gpu/cuda_factories.py:cpu_ids_on_cuda --no-debug-twin \
   -o "$OUT/ids.pt2" --json "$OUT/ids.build.json" > "$OUT/ids.build.txt" 2>&1

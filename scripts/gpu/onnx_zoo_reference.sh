@@ -3,15 +3,7 @@
 # had not run (2.5-4 min each on the 2-core CPU host): built here on the GPU machine's CPU cores,
 # several at once (--device cpu: the reference is ONNX Runtime's CPU provider either way).
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/onnx_zoo_reference.sh [NAME...]
-set -u
-OUT=${OUT:-$PWD/gpu-onnx-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nproc; $PY -c "import sys, torch, onnxruntime, onnx, transformers; print(sys.version.split()[0], torch.__version__, 'ort', onnxruntime.__version__, 'onnx', onnx.__version__, 'transformers', transformers.__version__)"
-  git rev-parse --short HEAD 2>/dev/null; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-onnx-out
 MODELS=("$@")
 [ ${#MODELS[@]} -gt 0 ] || MODELS=(gpt2_cache bart wav2vec2 whisper_encoder clip_vision clip_text clip)
 for name in "${MODELS[@]}"; do

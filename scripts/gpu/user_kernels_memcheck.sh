@@ -5,15 +5,8 @@
 # memcheck), the probe naming the kernel for an unmasked package built with --no-memcheck; and
 # whether AOTI itself serves a CPU input / CPU output on a CUDA model (per-leaf devices).
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/user_kernels_memcheck.sh
-set -u
-OUT=${OUT:-$PWD/gpu-memcheck-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, torch.version.cuda, 'triton', triton.__version__)"
-  compute-sanitizer --version | tail -n 1; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-memcheck-out
+compute-sanitizer --version 2>&1 | tail -n 1 | tee -a "$OUT/facts.txt"
 F=scripts/gpu/user_kernels.py
 B="$PY -m aoti_guard build --no-debug-twin"
 build() {  # tag, extra args...

@@ -3,14 +3,7 @@
 # built WITH its twin: the twin's child imports the factory's module (runtime/user_modules.py), so it
 # loads the saved program and compiles beside the release model (no build.twin_compiled_after).
 # Run from the repo root on the lent GPU machine: OUT=/somewhere bash scripts/gpu/user_op_twin.sh
-set -u
-OUT=${OUT:-$PWD/gpu-twin-op-out}
-mkdir -p "$OUT"
-PY=${PY:-python3}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-. "$(dirname "$0")/cxx_runtime.sh"
-{ date -u; nvidia-smi -L; $PY -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, 'triton', triton.__version__)"; } > "$OUT/facts.txt" 2>&1
-cat "$OUT/facts.txt"
+. "$(dirname "$0")/preamble.sh" gpu-twin-op-out
 s=$(date +%s)
 LD_PRELOAD=$PRELOAD timeout 400 $PY -m aoti_guard build scripts/gpu/user_kernels.py:masked -o "$OUT/masked.pt2" --json "$OUT/masked.json" > "$OUT/masked.txt" 2>&1
 echo "build masked (with its twin): rc=$? in $(( $(date +%s) - s ))s"; grep -E "twin|PASSED|FAILED|error" "$OUT/masked.txt" | head -n 12

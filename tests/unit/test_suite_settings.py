@@ -15,3 +15,21 @@ def test_inductors_cache_does_not_follow_a_tests_tmpdir() -> None:
     # pinned when the suite starts, so a test that sets TMPDIR for a build does not move it
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     assert cache is not None and os.path.isabs(cache)
+
+
+def test_the_generated_wrapper_compiles_without_optimisation_or_line_tables() -> None:
+    # the wrapper's run_impl only calls kernels: O0 and no line tables cut g++'s time (issue 41)
+    assert os.environ.get("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL") is not None
+    assert os.environ.get("AOT_INDUCTOR_ENABLE_LINE_TABLES") is not None
+
+
+def test_inductor_reads_the_wrapper_settings_from_the_environment() -> None:
+    """The two names are torch's own: a child's Inductor config takes them (a renamed variable would
+    silently stop saving anything)."""
+    import subprocess
+    import sys
+
+    code = "from torch._inductor import config; print(config.aot_inductor.compile_wrapper_opt_level, config.aot_inductor.enable_line_tables)"
+    env = {**os.environ, "AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL": "O0", "AOT_INDUCTOR_ENABLE_LINE_TABLES": "0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120).stdout.split()
+    assert out == ["O0", "False"]
