@@ -2,9 +2,10 @@
 # The one preamble they share: OUT (given, or $PWD/DEFAULT_OUT) made, PY (python3 unless given),
 # the repository on PYTHONPATH, unbuffered output, HF_HUB_OFFLINE=1 (nothing can be downloaded on
 # the lent machines), PRELOAD (cxx_runtime.sh: the system libstdc++ every AOTI package needs
-# there), and $OUT/facts.txt printed: the date, the GPUs, the CPU count, the commit, and the
+# there), and $OUT/facts.txt printed: the date, the GPUs, the CPU count, and the
 # versions of Python, torch, CUDA, triton and, where installed, transformers, onnxruntime and onnx.
-# A script adds its own facts after it (e.g. compute-sanitizer's version).
+# A script adds its own facts after it (e.g. compute-sanitizer's version). No commit: the device
+# tool's copy of the tree carries an older HEAD than its files (run 36 printed one).
 # shellcheck shell=bash
 set -u
 OUT=${OUT:-$PWD/${1:?"preamble.sh: give the default output folder's name"}}
@@ -16,7 +17,6 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFL
   date -u
   nvidia-smi -L
   echo "cpus: $(nproc)"
-  git rev-parse --short HEAD 2>/dev/null
   $PY - <<'PY'
 import importlib, sys
 import torch
