@@ -420,6 +420,19 @@ def _golden(a: Manifest, b: Manifest) -> Iterator[Change]:
         {"stored bytes": str(ga.nbytes), "cap bytes": str(ga.cap_bytes), "dropped": _join(ga.dropped)},
         {"stored bytes": str(gb.nbytes), "cap bytes": str(gb.cap_bytes), "dropped": _join(gb.dropped)},
     )
+    yield from _fields("golden", _references(ga), _references(gb))
+
+
+def _references(g: Any) -> dict[str, str | None]:
+    """Whose weights the golden outputs were made with (``aoti-guard references``, manifest 1.8):
+    a package whose references are another checkpoint's is probed with that file given at load."""
+    r = g.references
+    if r is None:
+        return {"references made for": "the build's own weights"}
+    return {
+        "references made for": f"{r.weights} (give it at load: probe --weights, load(..., weights=))",
+        "references made by": f"{r.model}, {r.tool}, {r.created}",
+    }
 
 
 def _all_samples(g: Any) -> dict[str, GoldenSample | CompactSample]:

@@ -280,3 +280,27 @@ def test_the_cli_takes_fail_on(tmp_path: Path) -> None:
     assert runner.invoke(cli, ["diff", str(a), str(compatible), "--fail-on", "breaking"]).exit_code == 0
     out = runner.invoke(cli, ["diff", str(a), str(breaking), "--fail-on", "breaking"])
     assert out.exit_code == 1 and "BREAKING" in out.output
+
+
+def test_references_made_for_other_weights_are_named(tmp_path: Path) -> None:
+    """`aoti-guard references` made B's golden outputs for another checkpoint: the diff says whose,
+    and what to give at load (it showed nothing before)."""
+
+    def remade(m: dict[str, Any]) -> None:
+        m["golden"]["references"] = {
+            "weights": "finetuned.safetensors",
+            "model": "make (model.py)",
+            "created": "2026-11-27T10:00:00Z",
+            "tool": "aoti-guard 0.9.0",
+            "base_manifest_sha256": "cd" * 32,
+            "base_created": "2026-11-26T10:00:00Z",
+        }
+
+    changes = [c for c in _pair(tmp_path, remade) if c[1].startswith("references")]
+    assert (
+        "golden",
+        "references made for",
+        "the build's own weights",
+        "finetuned.safetensors (give it at load: probe --weights, load(..., weights=))",
+    ) in changes
+    assert ("golden", "references made by", None, "make (model.py), aoti-guard 0.9.0, 2026-11-27T10:00:00Z") in changes

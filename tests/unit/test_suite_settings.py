@@ -29,7 +29,9 @@ def test_inductor_reads_the_wrapper_settings_from_the_environment() -> None:
     import subprocess
     import sys
 
-    code = "from torch._inductor import config; print(config.aot_inductor.compile_wrapper_opt_level, config.aot_inductor.enable_line_tables)"
+    code = (
+        "from torch._inductor import config; print(config.aot_inductor.compile_wrapper_opt_level, config.aot_inductor.enable_line_tables)"
+    )
     env = {**os.environ, "AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL": "O0", "AOT_INDUCTOR_ENABLE_LINE_TABLES": "0"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120).stdout.split()
     assert out == ["O0", "False"]
