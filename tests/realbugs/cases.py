@@ -93,6 +93,7 @@ class Case:
     bare: str | None = None  # ok | wrong | error | crash | export failed: asserted where it is the point
     gpu: bool = False
     gap: str = ""  # a new gap nobody owns: a strict xfail until it is fixed (listed in the report)
+    no_gpu_host: bool = False  # the report's user had no GPU: on a host with one the case does not apply (skipped)
     pending: bool | None = None  # a strict xfail until its class's fix lands; None: as its class (IN_PROGRESS)
 
     @property

@@ -405,6 +405,7 @@ CASES: tuple[Case, ...] = (
         "cuda_example",
         _serve("serve_cuda_example", eager=False),
         Expect("probe", ("env.device_unavailable", "env.gpu_runtime_missing", "env.device_mismatch")),
+        no_gpu_host=True,
     ),
     Case(
         "kernel_file_missing",

@@ -2,11 +2,12 @@
 
     python -m tests.realbugs.report > docs/realbugs.md
     python -m tests.realbugs.report --json outcomes.json > docs/realbugs.md     # keep the measurements
-    python -m tests.realbugs.report --other other.json > docs/realbugs.md       # add another torch's column
+    python -m tests.realbugs.report --other a.json --other b.json > docs/realbugs.md   # other torches' columns
     python -m tests.realbugs.report --from outcomes.json --cost "..." > docs/realbugs.md   # render again
 
-``--other`` takes a ``--json`` file written by the same command under another torch (e.g. 2.15's
-interpreter); rows whose aoti-guard result differs there get both. The cases, the runner and the
+``--other`` (repeatable) takes a ``--json`` file written by the same command under another torch
+(e.g. 2.15's interpreter, or 2.11's on the GPU machine: scripts/gpu/realbugs_cpu_rows.sh); rows
+whose aoti-guard result differs there get each such torch's too. The cases, the runner and the
 verdicts are the ones tests/realbugs/test_realbugs.py asserts, so the table shows what CI checks.
 """
 
@@ -48,14 +49,15 @@ def rows(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     return {o.case.name: {"torch": o.torch, "guard": guard_text(o), "bare": bare_text(o), "met": meets(o)[0]} for o in outcomes}
 
 
-def _guard_cell(case: Case, row: dict[str, Any], other: dict[str, Any] | None) -> str:
+def _guard_cell(case: Case, row: dict[str, Any], others: Sequence[dict[str, Any]]) -> str:
     guard = str(row["guard"])
     if case.in_progress and not row["met"]:
         guard = f"**in progress** (issue 42): {guard}"
     elif case.gap and not row["met"]:
         guard = f"**new gap**: {guard}"
-    if other and other.get("guard") != row["guard"]:
-        guard = f"{guard}<br>torch {other['torch']}: {other['guard']}"
+    for other in others:
+        if other.get("guard") != row["guard"]:
+            guard = f"{guard}<br>torch {other['torch']}: {other['guard']}"
     return guard
 
 
@@ -65,7 +67,7 @@ def _cell(text: str) -> str:
     return for_markdown(text).replace("\n", " ")
 
 
-def render(rows: dict[str, dict[str, Any]], cost: str, others: dict[str, dict[str, Any]] | None = None) -> str:
+def render(rows: dict[str, dict[str, Any]], cost: str, others: Sequence[dict[str, dict[str, Any]]] = ()) -> str:
     cases = [c for c in CASES if c.name in rows and not c.gpu]
     torch_version = rows[cases[0].name]["torch"] if cases else "?"
     met = sum(1 for c in cases if rows[c.name]["met"])
@@ -96,7 +98,7 @@ def render(rows: dict[str, dict[str, Any]], cost: str, others: dict[str, dict[st
     ]
     for c in cases:
         row = rows[c.name]
-        guard = _guard_cell(c, row, (others or {}).get(c.name))
+        guard = _guard_cell(c, row, [o[c.name] for o in others if c.name in o])
         lines.append(f"| [{c.report}]({c.url}) | {_cell(c.title)} (`{c.name}`) | {c.klass} | {_cell(row['bare'])} | {_cell(guard)} |")
     lines += _cannot_lines()
     lines += _gpu_lines(rows)
@@ -154,7 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m tests.realbugs.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--json", type=Path, help="also write the measurements here")
-    p.add_argument("--other", type=Path, help="a --json file made under another torch: its aoti-guard column where it differs")
+    p.add_argument(
+        "--other",
+        type=Path,
+        action="append",
+        default=[],
+        help="a --json file made under another torch: its aoti-guard column where it differs (repeatable)",
+    )
     p.add_argument(
         "--from",
         dest="source",
@@ -166,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", help="case names (default: every CPU case)")
     p.add_argument("--folder", type=Path, help="build the packages here and keep them (a rerun reuses them); default: a temporary folder")
     args = p.parse_args(argv)
-    others = json.loads(args.other.read_text())["cases"] if args.other else None
+    others = [json.loads(path.read_text())["cases"] for path in args.other]
     if args.source:
         data = _measured(args.source)
         sys.stdout.write(render(data["cases"], args.cost or data["cost"], others))

@@ -177,6 +177,9 @@ def run_case(case: Case, folder: Path) -> Outcome:
     import torch
 
     start = time.monotonic()
+    if case.no_gpu_host and torch.cuda.is_available():
+        why = "this host has a GPU; the report's process had none"
+        return Outcome(case, BuildResult(0, (), None), SideResult("skipped", why), torch=torch.__version__)
     built = build(case.package, folder)
     work = folder / "cases" / case.name
     env = dict(case.serve.env)

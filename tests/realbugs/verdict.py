@@ -14,6 +14,8 @@ def _has_words(texts: list[str], words: tuple[str, ...]) -> bool:
 def meets(o: Outcome) -> tuple[bool, str]:
     """(met, what was seen instead)."""
     e, b = o.case.expect, o.build
+    if o.bare.result == "skipped":  # the case does not apply on this host (Case.no_gpu_host)
+        return True, f"not applicable here: {o.bare.detail}"
     texts = [f.text for f in b.findings]
     if e.stage == "build":
         codes_ok = not e.codes or any(c in b.errors() for c in e.codes)
@@ -54,6 +56,7 @@ def bare_text(o: Outcome) -> str:
         "crash": "crashes the process",
         "timeout": "hangs",
         "export failed": "torch.export refuses",
+        "skipped": "not run",
     }
     text = words.get(r.result, r.result)
     return f"{text}: {r.detail}" if r.detail else text
@@ -62,6 +65,8 @@ def bare_text(o: Outcome) -> str:
 def guard_text(o: Outcome) -> str:
     e, b = o.case.expect, o.build
     met, seen = meets(o)
+    if o.bare.result == "skipped":
+        return seen
     if e.stage == "cannot":
         return f"cannot catch: {e.why}"
     if e.stage == "build":
