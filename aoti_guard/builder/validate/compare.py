@@ -194,7 +194,7 @@ class Comparison:
         row["verdict"] = "pass" if verdict else "fail"
         result.table.append(row)
         if not verdict:
-            result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs))
+            result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs and judged.fp64_accepts))
 
     def _recorded(self, gathered: ToleranceStats, own: str | None = None) -> Tolerance:
         """``gathered``'s stored tolerance: the output's shared one, or sample ``own``'s."""
