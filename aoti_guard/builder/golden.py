@@ -10,7 +10,9 @@ A model with float16/bfloat16 inputs also gets one sample per half-precision edg
 (``recipe.EDGES``, ids ``edge-overflow``, ``edge-max``, ``edge-rounding``) at the example's sizes:
 values whose products or sums overflow, or round, where eager rounds every op and a compiler that
 keeps intermediates in float32 does not. Its NaN/Inf are compared with eager's, never an error
-of their own.
+of their own. One that compares such a tensor with a constant also gets ``edge-threshold``: values
+at the constant as the input's dtype rounds it and next to it (thresholds.py), where a comparison
+done in another precision flips.
 
 Tolerance rule (recorded per output in the manifest, applied by the probe):
     rtol = RTOL_FLOOR[dtype]
@@ -26,9 +28,10 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from aoti_guard.builder import thresholds as _thresholds
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.golden import recipe as _recipe
 from runtime_probe.package.manifest import DataCheck, Dim, InputRecipe, IOContract, ShapeGuard, Symbol, Tolerance
@@ -226,7 +229,12 @@ def _zeros(example: Any, shape: list[int], stride: list[int]) -> Any:
 
 
 def make_samples(
-    contract: IOContract, example_leaves: Sequence[Any], *, seed: int = 0, guards: Sequence[ShapeGuard] = ()
+    contract: IOContract,
+    example_leaves: Sequence[Any],
+    *,
+    seed: int = 0,
+    guards: Sequence[ShapeGuard] = (),
+    thresholds: Sequence[float] = (),
 ) -> tuple[list[Sample], list[str]]:
     """The example sample and generated boundary samples (without outputs yet). Also returns notes
     on samples that could not be generated.
@@ -236,19 +244,15 @@ def make_samples(
     from where). Without them the samples span the declared ranges, and those that break a guard
     are the evidence that the bare package computes the wrong branch there. The model's own checks
     on values (``contract.data_checks``) are always satisfied: a sample that breaks one is not a
-    valid call (the eager model raises), so it is moved like a sample that breaks a guard."""
+    valid call (the eager model raises), so it is moved like a sample that breaks a guard.
+    ``thresholds``: the constants the program compares its float16/bfloat16 tensors with
+    (thresholds.comparison_constants): the ``edge-threshold`` sample puts its inputs there."""
     import torch
 
     notes: list[str] = []
     example_syms = _example_symbols(contract, example_leaves)
-    samples = [
-        Sample(
-            "example",
-            dict(example_syms),
-            [v.detach().to("cpu").clone() if isinstance(v, torch.Tensor) else v for v in example_leaves],
-            origin="example",
-        )
-    ]
+    example = [v.detach().to("cpu").clone() if isinstance(v, torch.Tensor) else v for v in example_leaves]
+    samples = [Sample("example", dict(example_syms), example, origin="example")]
     rng = random.Random(seed)
     templates = _recipe.plan(contract.inputs, example_leaves)
     pools = {pool_key(name): t.pool for name, t in templates.items() if t.kind == "pool"}
@@ -279,47 +283,76 @@ def make_samples(
             continue
         used = {r.pool for r in recipes if r.pool is not None}
         samples.append(Sample(sample_id, dict(env), leaves, note=sample_note, recipes=recipes, pools={k: pools[k] for k in used}))
-    samples += _edge_samples(contract, example_leaves, templates, example_syms, seed, notes)
+    samples += _edge_samples(_Plan(contract, example_leaves, templates, pools, seed), example_syms, notes, thresholds)
     return samples, notes
 
 
-def _edge_samples(
-    contract: IOContract,
-    example_leaves: Sequence[Any],
-    templates: Mapping[str, _recipe.Template],
-    env: Mapping[str, int],
-    seed: int,
-    notes: list[str],
-) -> list[Sample]:
+def _edge_samples(plan: _Plan, env: Mapping[str, int], notes: list[str], thresholds: Sequence[float]) -> list[Sample]:
     """One sample per half-precision edge recipe (recipe.EDGES) that applies to a float16/bfloat16
     input, at the example's sizes: those inputs draw from the edge's pool, the others as in every
-    sample. None for a model without half-precision inputs (masks are left alone: their 0/1 or
-    0/-inf values mean something)."""
+    sample; and ``edge-threshold`` where the program compares such a tensor with ``thresholds``
+    (thresholds.py). None for a model without half-precision inputs (masks are left alone: their
+    0/1 or 0/-inf values mean something)."""
     half = {
         spec.name: spec.tensor.dtype
-        for spec in contract.inputs
-        if spec.tensor is not None and templates.get(spec.name) is not None and templates[spec.name].kind == "pool"
+        for spec in plan.contract.inputs
+        if spec.tensor is not None and plan.templates.get(spec.name) is not None and plan.templates[spec.name].kind == "pool"
         and _recipe.edges_for(spec.tensor.dtype) and "mask" not in spec.name.lower()
     }  # fmt: skip
-    out: list[Sample] = []
-    for edge, sample_id in zip(_recipe.EDGES, _recipe.EDGE_SAMPLE_IDS):
+    draws: list[_EdgeDraw] = []
+    for edge in _recipe.EDGES:
         names = [n for n, dtype in half.items() if dtype in edge.dtypes]
-        if not names:
-            continue
-        edged = dict(templates)
-        for n in names:
-            edged[n] = _recipe.Template("pool", pool=_recipe.edge_pool(templates[n].pool, half[n], edge), key=f"{pool_key(n)}.{sample_id}")
-        pools = {t.key or pool_key(n): t.pool for n, t in edged.items() if t.kind == "pool"}
-        try:
-            leaves, recipes = _generate(_Plan(contract, example_leaves, edged, pools, seed), env, sample_id)
-        except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
-            notes.append(f"sample {sample_id} not generated: {exc}")
-            continue
-        ranges = ", ".join(f"{n} ({half[n]}) |values| {_span(edge.magnitudes(half[n]))}" for n in names)
-        used = {r.pool for r in recipes if r.pool is not None}
-        note = f"half-precision edge recipe {edge.name!r}: {ranges}, {edge.what}"
-        out.append(Sample(sample_id, dict(env), leaves, note=note, recipes=recipes, pools={k: pools[k] for k in used}, edge=edge.name))
-    return out
+        if names:
+            ranges = ", ".join(f"{n} ({half[n]}) |values| {_span(edge.magnitudes(half[n]))}" for n in names)
+            pools = {n: _recipe.edge_pool(plan.templates[n].pool, half[n], edge) for n in names}
+            draws.append(_EdgeDraw(edge.name, pools, f"half-precision edge recipe {edge.name!r}: {ranges}, {edge.what}"))
+    if thresholds and half:
+        draws.append(_threshold_draw(plan, env, half, thresholds))
+    made = [_edge_sample(plan, env, draw, notes) for draw in draws]
+    return [s for s in made if s is not None]
+
+
+@dataclass(frozen=True)
+class _EdgeDraw:
+    """One edge sample's values: its edge's name, the pool each half-precision input draws from
+    (input name -> 1-D tensor), and the sample's note."""
+
+    edge: str
+    pools: Mapping[str, Any]
+    note: str
+
+
+def _threshold_draw(plan: _Plan, env: Mapping[str, int], half: Mapping[str, str], thresholds: Sequence[float]) -> _EdgeDraw:
+    """``edge-threshold``: every half-precision input at the comparison constants rounded to its
+    dtype and their neighbours, the most telling values on its first elements (thresholds.py)."""
+    sample_id = _recipe.edge_sample_id(_recipe.THRESHOLD)
+    pools = {}
+    for spec in plan.contract.inputs:
+        if spec.name in half and spec.tensor is not None:
+            try:
+                numel = math.prod(_shape_and_stride(spec.tensor, env)[0])
+            except _symexpr.ExprError:
+                numel = 0  # the sample is not generated either; _edge_sample says why
+            values = _thresholds.threshold_values(thresholds, half[spec.name])
+            seed = _recipe.input_seed(plan.seed, sample_id, spec.name)
+            pools[spec.name] = _thresholds.threshold_pool(values, half[spec.name], seed, numel)
+    return _EdgeDraw(_recipe.THRESHOLD, pools, _thresholds.note(thresholds, {n: half[n] for n in pools}))
+
+
+def _edge_sample(plan: _Plan, env: Mapping[str, int], draw: _EdgeDraw, notes: list[str]) -> Sample | None:
+    """The edge sample ``draw`` describes, at ``env``; None (and a note) when it cannot be generated."""
+    sample_id = _recipe.edge_sample_id(draw.edge)
+    edged = dict(plan.templates)
+    for n, pool in draw.pools.items():
+        edged[n] = _recipe.Template("pool", pool=pool, key=f"{pool_key(n)}.{sample_id}")
+    pools = {t.key or pool_key(n): t.pool for n, t in edged.items() if t.kind == "pool"}
+    try:
+        leaves, recipes = _generate(replace(plan, templates=edged, pools=pools), env, sample_id)
+    except (_symexpr.ExprError, RuntimeError, ValueError) as exc:
+        notes.append(f"sample {sample_id} not generated: {exc}")
+        return None
+    used = {r.pool for r in recipes if r.pool is not None}
+    return Sample(sample_id, dict(env), leaves, note=draw.note, recipes=recipes, pools={k: pools[k] for k in used}, edge=draw.edge)
 
 
 def _span(bounds: tuple[float, float]) -> str:

@@ -27,7 +27,9 @@ dtype breaks: magnitudes around sqrt(max) (a product of two overflows), near max
 and, for bfloat16, magnitudes 2**-8..2**8 whose mantissas use all 7 bits (a sum of two rounds). Each is
 a ``pool`` recipe over a pool ``edge_pool`` makes (the example's signs, so a model that needs
 positive inputs still gets them), stored in the golden file like any pool: the probe regenerates
-an edge sample with the same code as any other, and the sample's id names the recipe.
+an edge sample with the same code as any other, and the sample's id names the recipe. One more,
+``edge-threshold``, puts them at the constants the program compares them with: its pool is chosen
+by the build (aoti_guard/builder/thresholds.py) and regenerated here like any other.
 
 torch is imported inside the functions (runtime_probe imports nothing else at import time).
 """
@@ -50,6 +52,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_SAMPLE_BYTES",
     "POOL_MAX",
+    "THRESHOLD",
     "Edge",
     "RecipeError",
     "Sized",
@@ -57,10 +60,12 @@ __all__ = [
     "check_recipe",
     "contract_problem",
     "edge_pool",
+    "edge_sample_id",
     "edges_for",
     "generate",
     "input_seed",
     "plan",
+    "pool_indices",
     "recipe",
     "recipe_bytes",
     "sha256_of",
@@ -176,7 +181,7 @@ class Edge:
 
 
 # One sample per edge that applies to a half-precision input of the model; bounded by this table
-# (at most 3 extra samples), made only for float16/bfloat16 inputs.
+# and THRESHOLD (at most 4 extra samples), made only for float16/bfloat16 inputs.
 EDGES = (
     Edge("overflow", ("float16", "bfloat16"), "sqrt_max", 0.9, 1.6, "around sqrt(max), so that a product of two overflows"),
     Edge("max", ("float16", "bfloat16"), "max", 0.125, 1.0, "near max, so that a sum or a doubling overflows"),
@@ -190,7 +195,18 @@ EDGES = (
     ),
 )
 _EDGE_POOL = 256  # values in an edge pool (whatever the example's size)
-EDGE_SAMPLE_IDS = tuple(f"edge-{e.name}" for e in EDGES)  # the golden sample each recipe makes (a user's never takes one)
+# The value-aware edge sample (aoti_guard/builder/thresholds.py): half-precision inputs at the
+# constants the program compares them with. Its pool is made by the build and stored in the golden
+# file like any other, so the probe regenerates it without knowing how it was chosen.
+THRESHOLD = "threshold"
+
+
+def edge_sample_id(name: str) -> str:
+    """The id of the golden sample the edge ``name`` makes (``edge-overflow``, ``edge-threshold``)."""
+    return f"edge-{name}"
+
+
+EDGE_SAMPLE_IDS = tuple(edge_sample_id(n) for n in (*(e.name for e in EDGES), THRESHOLD))  # a user's sample never takes one
 
 
 def edges_for(dtype: str) -> list[Edge]:
@@ -370,16 +386,23 @@ def _fill(r: InputRecipe, flat: Any, pools: Mapping[str, Any]) -> None:
         return
     for start in range(0, n, _CHUNK):
         count = min(_CHUNK, n - start)
-        h = _hash31(start, count, r.seed)
         if r.kind == "pool":
             pool = pools[r.pool or ""]
-            flat[start : start + count] = pool[h % pool.numel()]
+            flat[start : start + count] = pool[pool_indices(r.seed, start, count, pool.numel())]
         else:  # ids
+            h = _hash31(start, count, r.seed)
             assert r.low is not None and r.high is not None
             flat[start : start + count] = (h % (r.high - r.low + 1) + r.low).to(flat.dtype)
     if r.kind == "ids" and n:
         flat[0], flat[n - 1] = r.low, r.high  # the range's two ends are always tried
     del torch
+
+
+def pool_indices(seed: int, start: int, count: int, size: int) -> Any:
+    """The positions in a ``size``-value pool that elements ``start..start+count-1`` of a ``pool``
+    input drawn with ``seed`` take (row-major order): what lets a pool be laid out so that chosen
+    values land on an input's first elements (aoti_guard/builder/thresholds.py)."""
+    return _hash31(start, count, seed) % size
 
 
 def _mask(r: InputRecipe) -> Any:

@@ -64,3 +64,18 @@ class _AddSub(torch.nn.Module):
 def add_sub_bf16() -> Any:
     torch.manual_seed(0)
     return _AddSub(), (torch.randn(4, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16))
+
+
+class _ScaledThreshold(torch.nn.Module):
+    """A bfloat16 comparison that flips on torch 2.13 where pytorch#128306's ``scores > 0.2`` no
+    longer does: eager rounds ``x * 1.001953125`` to bfloat16 (at x = bfloat16 0.2002 it stays
+    0.2002, not above bfloat16's 0.2), Inductor keeps the product in float32 (0.2006 > 0.2). Only
+    an input at exactly bfloat16 0.2002 flips, and float64 sides with the package."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x * 1.001953125) > 0.2).to(torch.float32)
+
+
+def threshold_flip() -> Any:
+    torch.manual_seed(28)
+    return _ScaledThreshold(), (torch.rand(1, 4).to(torch.bfloat16),)

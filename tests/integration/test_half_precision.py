@@ -21,6 +21,8 @@ from tests.integration.test_build import manifest_of
 pytestmark = pytest.mark.integration
 
 MODELS = Path(__file__).parent / "models_half.py"
+REALBUGS = Path(__file__).parents[1] / "realbugs" / "models.py"
+BF16_02 = 0.2001953125  # 0.2 as bfloat16 rounds it
 FLAG = ("--inductor-config", "emulate_precision_casts=true")
 
 
@@ -37,6 +39,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Built]:
         "mlp": build_package(out, "mlp", f"{MODELS}:mlp_fp16", "--no-debug-twin"),
         "nan": build_package(out, "nan", f"{MODELS}:nan_at_the_edge", "--no-debug-twin", *FLAG),
         "addsub": build_package(out, "addsub", f"{MODELS}:add_sub_bf16", "--no-debug-twin"),
+        "threshold": build_package(out, "threshold", f"{REALBUGS}:bf16_threshold", "--no-debug-twin"),
+        "flip": build_package(out, "flip", f"{MODELS}:threshold_flip", "--no-debug-twin"),
     }
 
 
@@ -67,6 +71,7 @@ def test_float16_that_is_fine_at_the_edge_stays_green(built: dict[str, Built]) -
     assert b.returncode == 0 and b.report is not None, b.stdout[-3000:]
     assert not [f for p in b.report["phases"] for f in p["findings"] if f["severity"] in ("error", "warning")]
     assert "edge-overflow" in b.stdout, "the edge samples were made and validated"
+    assert "edge-threshold" not in b.stdout, "no comparison with a constant: no threshold sample"
 
 
 def test_the_probe_passes_a_package_whose_edge_sample_gives_eagers_nan_and_fails_one_whose_nan_moved(
@@ -118,3 +123,36 @@ def test_an_edge_sample_keeps_its_own_tolerance_and_never_widens_the_ordinary_sa
     assert all(s.tolerances is None for s in records if not s.id.startswith("edge-"))
     probe = run_probe(str(b.path))
     assert probe.returncode == 0, probe.stdout[-3000:]
+
+
+def test_a_bfloat16_threshold_gets_a_sample_at_the_rounded_constant_that_the_probe_checks(built: dict[str, Built]) -> None:
+    """pytorch#128306: torch 2.13 and 2.15 compile it as eager computes it, so the sample is made,
+    stored, and checked by the probe; torch 2.11's package compares in float32 and is refused on
+    this sample alone."""
+    from runtime_probe.formats import safetensors
+
+    b = built["threshold"]
+    assert b.report is not None, b.stdout[-3000:]
+    if b.returncode == 1:  # torch 2.11 (pytorch#128306): no other sample reaches the flip
+        failed = _findings(b.report, "build.validation_failed")
+        assert failed and {f["evidence"]["sample"] for f in failed} == {"edge-threshold"}, b.stdout[-3000:]
+        return
+    assert b.returncode == 0, b.stdout[-3000:]
+    m = manifest_of(b.path)
+    sample = next(s for s in m.golden.samples if s.id == "edge-threshold")
+    with zipfile.ZipFile(b.path) as zf:
+        root = zf.namelist()[0].split("/", 1)[0]
+        scores = safetensors.load(zf.read(f"{root}/{m.golden.entry}"))[sample.inputs["scores"]]
+    assert BF16_02 in scores.double().flatten().tolist(), scores
+    probe = run_probe(str(b.path))
+    assert probe.returncode == 0 and "edge-threshold" in probe.stdout, probe.stdout[-3000:]
+
+
+def test_a_comparison_that_flips_at_the_threshold_is_refused_there_with_inductor_named(built: dict[str, Built]) -> None:
+    b = built["flip"]
+    assert b.returncode == 1 and b.report is not None, b.stdout[-3000:]
+    failed = _findings(b.report, "build.validation_failed")
+    assert failed and {f["evidence"]["sample"] for f in failed} == {"edge-threshold"}, "only the threshold sample reaches it"
+    assert all(f["severity"] == "error" and "float64" not in f["expected"] for f in failed), "float64 sides with the package there"
+    stage = next(f for f in _findings(b.report, "build.first_divergence") if f["severity"] == "error")
+    assert stage["evidence"]["first"] == "inductor", stage

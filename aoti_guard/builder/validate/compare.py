@@ -5,6 +5,7 @@ Verdict per output and sample: pass when ``allclose(compiled, eager)`` within th
 (tolerance.py: --atol/--rtol, else the dtype's default); else pass
 when the compiled result is about as close to a float64 reference as eager is (RMSE within 3x of
 eager's, plus atol/10: the rule torch._dynamo uses for its own accuracy checks); else fail.
+The float64 rule does not apply on the threshold sample (sample_rule.py says why).
 Non-finite values in a compiled output fail unless allowed; where NaN/Inf are the expected answer
 (a half-precision edge sample, --allow-nonfinite) is runtime_probe/golden/sample_rule.py's rule,
 which the probe applies too. An edge sample's differences set a tolerance of its own
@@ -160,7 +161,8 @@ class Comparison:
         # its expected answer, and one where eager has none (or a finite value where eager overflows)
         # is a mismatch like any other, which the stage bisection then explains. The probe judges by
         # the same rule (sample_rule.py).
-        matched = sample_rule(s.id, allow_nonfinite=rule.allow_nonfinite).matched_nonfinite
+        judged = sample_rule(s.id, allow_nonfinite=rule.allow_nonfinite)
+        matched = judged.matched_nonfinite
         st = _numerics.stats(c, e, atol=b_atol, rtol=b_rtol, equal_nan=matched, device=rule.device)
         row: dict[str, Any] = {
             "sample": s.id,
@@ -174,7 +176,15 @@ class Comparison:
         if st.get("nonfinite") and not matched:
             result.findings.append(_nonfinite(s, name, st["nonfinite"], _numerics.nonfinite_count(e)))
             verdict = True  # reported once, as non-finite
-        elif not verdict and "reason" not in st and rule.fp64_rule and isinstance(r, torch.Tensor) and r.is_floating_point():
+        # (not on the threshold sample, where float64 disagrees with eager by construction: sample_rule.py)
+        elif (
+            not verdict
+            and "reason" not in st
+            and rule.fp64_rule
+            and judged.fp64_accepts
+            and isinstance(r, torch.Tensor)
+            and r.is_floating_point()
+        ):
             verdict, e_err, c_err = close_to_fp64(c, e, r, b_atol, rule.device)
             row.update(
                 rmse_eager_vs_fp64=_numerics.json_number(e_err),
@@ -184,7 +194,7 @@ class Comparison:
         row["verdict"] = "pass" if verdict else "fail"
         result.table.append(row)
         if not verdict:
-            result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs))
+            result.findings.append(_failed(s, name, st, b_atol, b_rtol, has_refs=has_refs and judged.fp64_accepts))
 
     def _recorded(self, gathered: ToleranceStats, own: str | None = None) -> Tolerance:
         """``gathered``'s stored tolerance: the output's shared one, or sample ``own``'s."""

@@ -26,6 +26,7 @@ from aoti_guard.builder.compile.constant_names import ConstantNames, pair_rename
 from aoti_guard.builder.export.contract import spec_kwarg_order
 from aoti_guard.builder.golden import Sample, coverage, make_samples, stored_floor
 from aoti_guard.builder.options import BuildOptions
+from aoti_guard.builder.thresholds import comparison_constants
 from aoti_guard.builder.validate import diagnose, precision
 from aoti_guard.builder.validate import onnx_reference as reference_onnx
 from aoti_guard.builder.validate import stages as stages_mod
@@ -146,7 +147,8 @@ def example_leaves(ep: Any) -> list[Any]:
 def _generated_samples(ep: Any, contract: IOContract, options: BuildOptions, out: Validation) -> list[Sample]:
     """The golden samples' inputs, the example first (notes on those not generated go to ``out``)."""
     guards = (contract.guards or ()) if options.allow_export_guards else ()  # accepted export guards: samples satisfy them
-    samples, notes = make_samples(contract, example_leaves(ep), seed=options.seed, guards=guards)
+    thresholds = comparison_constants(ep)  # the edge-threshold sample's values (builder/thresholds.py)
+    samples, notes = make_samples(contract, example_leaves(ep), seed=options.seed, guards=guards, thresholds=thresholds)
     out.findings += [warning("build.sample_dropped", "validate", note) for note in notes]
     return samples
 
