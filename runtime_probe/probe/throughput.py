@@ -28,7 +28,7 @@ __all__ = ["DEFAULT_SECONDS", "MAX_CALLERS", "SCALING_MIN", "Facts", "parse_thre
 # N callers must give more than this many times one caller's calls/s to count as scaling: below
 # it, the gain is within what a busy host's noise gives (a judgement, stated in docs/reports.md)
 SCALING_MIN = 1.2
-DEFAULT_SECONDS = 1.0  # each count's timed window, unless --duration gives one
+DEFAULT_SECONDS = 1.0  # each count's timed time (its interleaved windows together: child/ops.py), unless --duration gives one
 MAX_CALLERS = 256
 _HINT = "give caller counts separated by commas, e.g. --threads 1,2,4 (1, the baseline, is added when left out)"
 _RUNNERS_KEY = "throughput-runners"
@@ -202,5 +202,5 @@ def _with_remedy(shared: Shared, dev: Device, args: Mapping[str, Any], facts: Fa
 
 
 def facts_seconds(shared: Shared) -> float:
-    """Each count's timed window: --duration, else ``DEFAULT_SECONDS``."""
+    """Each count's timed time, its windows together: --duration, else ``DEFAULT_SECONDS``."""
     return shared.options.duration_s or DEFAULT_SECONDS

@@ -11,7 +11,8 @@ A case's ``expect`` is aoti-guard's duty, one of:
 - ``serve``: the build passes and ``runtime_probe.load(PKG)`` refuses the call (or the weights)
   with one of ``codes``, its message naming each of ``names``;
 - ``runs``: the build passes and the guarded call returns what eager returns (fixed upstream, or
-  the mistake is harmless);
+  the mistake is harmless); with ``codes``, a torch that still has the bug meets it by the build
+  refusing with one of them (never by serving wrong values);
 - ``cannot``: aoti-guard lacks the information; ``why`` says which (never reported as passed).
 
 ``bare`` is what plain AOTI must be seen doing for the case to be described right (asserted);

@@ -435,6 +435,33 @@ def serve_cuda_example() -> Inputs:
     return (torch.randn(4, 16), torch.ones(4, 32, dtype=torch.bool)), {}
 
 
+# -- threads: a model whose native call dominates a call (#134946, #148937, #144459, #154094) -------
+
+
+class MatmulChain(torch.nn.Module):
+    """Four 384x384 linears on 64 rows (~75 MFLOP a call): the native run, which one runner
+    serialises, is most of a call, so two callers on one runner cannot overlap much of it (on the
+    integration tests' tiny static model Python's share of a call overlapped, and two callers
+    could read as scaling on a loaded host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(384, 384) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def matmul_chain() -> Any:
+    torch.manual_seed(47)
+    return MatmulChain().eval(), (torch.randn(64, 384),)
+
+
+def serve_matmul_chain() -> Inputs:
+    torch.manual_seed(48)
+    return (torch.randn(64, 384),), {}
+
+
 # -- CUDA packages built on the GPU machine by the gpu cases themselves (#136369, #152087, #152130) --
 # (tests/data/cuda_example.pt2 cannot serve them: its kernel paths were blanked when it was
 # committed, so it fails on every GPU with "CUDA driver error: file not found": GPU run 34)
