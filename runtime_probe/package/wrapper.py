@@ -6,6 +6,8 @@ checks) and for the debug twin (``aoti_guard/twin/``: whether its .so holds the 
 
 from __future__ import annotations
 
+import weakref
+
 from runtime_probe.formats.wrapper_cpp import WrapperFacts, parse_wrapper_cpp
 from runtime_probe.package.archive import READ_ERRORS, Archive
 from runtime_probe.runtime import layout
@@ -16,8 +18,21 @@ __all__ = ["MAX_WRAPPER_BYTES", "model_so_features", "wrapper_facts"]
 MAX_WRAPPER_BYTES = 256 * 1024 * 1024
 
 
+# each archive's parsed wrapper.cpp per folder: the probe reads the release model's in its archive
+# (kernel files), host (ISA flags) and constants phases, and a wrapper is up to 256 MB of text
+_PARSED: weakref.WeakKeyDictionary[Archive, dict[str, WrapperFacts | None]] = weakref.WeakKeyDictionary()
+
+
 def wrapper_facts(archive: Archive, prefix: str) -> WrapperFacts | None:
-    """What the wrapper.cpp under ``prefix`` says (None when it is absent or unreadable)."""
+    """What the wrapper.cpp under ``prefix`` says (None when it is absent or unreadable), parsed
+    once per open archive."""
+    parsed = _PARSED.setdefault(archive, {})
+    if prefix not in parsed:
+        parsed[prefix] = _read_wrapper_facts(archive, prefix)
+    return parsed[prefix]
+
+
+def _read_wrapper_facts(archive: Archive, prefix: str) -> WrapperFacts | None:
     for e in archive.under(prefix):
         if e.rel.endswith(".wrapper.cpp"):
             try:
