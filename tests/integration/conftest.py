@@ -22,6 +22,7 @@ import pytest
 from filelock import FileLock
 
 from tests.conftest import shared_dir
+from tests.tools import zygote
 
 HERE = Path(__file__).parent
 MODELS = HERE / "models.py"
@@ -37,9 +38,14 @@ class Built:
 
 
 def run_cli(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aoti_guard", *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
+    """``python -m aoti_guard ARGS``; a build is forked by the worker's zygote where it can be
+    (tests/tools/zygote.py: the same command line without paying for torch's imports again)."""
+    full_env = {**os.environ, **(env or {})}
+    if args and args[0] == "build":
+        forked = zygote.run("aoti_guard", list(args), env=full_env, timeout=timeout)
+        if forked is not None:
+            return forked
+    return subprocess.run([sys.executable, "-m", "aoti_guard", *args], capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 def run_probe(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

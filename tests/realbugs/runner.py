@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import Built, build_package, once
+from tests.tools import zygote
 
 from .cases import Case
 from .corpus import PACKAGES
@@ -105,8 +106,11 @@ def _child(side: str, request: dict[str, Any], work: Path, env: dict[str, str] |
     path = work / f"{side}.request.json"
     path.write_text(json.dumps(request))
     argv = [sys.executable, "-m", "tests.realbugs.child", side, str(path)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=REPO, env={**os.environ, **(env or {})})
+    full_env = {**os.environ, **(env or {})}
+    try:  # forked by the worker's zygote where it can be (tests/tools/zygote.py), else a fresh process
+        proc = zygote.run("tests.realbugs.child", argv[3:], env=full_env, cwd=str(REPO), timeout=CHILD_TIMEOUT_S) or subprocess.run(
+            argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=REPO, env=full_env
+        )
     except subprocess.TimeoutExpired:
         return SideResult("timeout", f"killed after {CHILD_TIMEOUT_S:.0f} s")
     for line in reversed(proc.stdout.splitlines()):
