@@ -75,8 +75,11 @@ def kernel_file_finding(archive: Archive, model: str, prefix: str, phase: str = 
         "torch loads the package, and its first call fails with 'CUDA driver error: file not found', which names no file",
         expected=f"{_names([repr(f[:200]) for f in by_file])} in {prefix}",
         found=f"absent; the folder holds {_names(held, 'no kernel file')}",
-        hint="the package was altered after it was built (a kernel file renamed or removed, or the kernel paths in its "
-        "generated code rewritten): build it again, or repackage it with its kernel files; do not serve this file",
+        # what is known is only that the generated code opens a file the package lacks: the hint
+        # names every way that comes about, not one guessed
+        hint="the package lacks files its own generated code opens: a kernel file removed or renamed after the build, the kernel "
+        "paths in its generated code rewritten, or a packaging step that left the files out; build it again, or repackage it "
+        "with its kernel files; do not serve this file",
         evidence={
             "model": model,
             "folder": prefix,

@@ -32,7 +32,7 @@ CODES: dict[str, str] = {
     "archive.ambiguous": "The zip's byte layout is ambiguous (prepended or trailing bytes, overlapping entries, headers that disagree).",
     "archive.no_model": "The archive holds no AOTInductor model under data/aotinductor/.",
     # package: what the package's own generated code needs from its files, read before native code
-    "package.kernel_file_missing": "A GPU kernel file the model's generated code loads (loadKernel) is not in the model's folder of the package: it was altered after the build (a kernel file renamed or removed, or its kernel paths rewritten). It loads, and its first call fails with 'CUDA driver error: file not found', naming no file (pytorch#120194); the kernels and the file names they look for are named.",
+    "package.kernel_file_missing": "A GPU kernel file the model's generated code loads (loadKernel) is not in the model's folder of the package (a kernel file removed or renamed after the build, its kernel paths rewritten, or left out when it was packaged). It loads, and its first call fails with 'CUDA driver error: file not found', naming no file (pytorch#120194); the kernels and the file names they look for are named.",
     # manifest
     "manifest.missing": "No aoti-guard manifest: a plain AOTI package; only generic checks can run.",
     "manifest.invalid": "The manifest is not valid JSON of the expected shape.",

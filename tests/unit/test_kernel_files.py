@@ -118,7 +118,8 @@ def test_a_missing_kernel_file_is_named_with_its_kernel_and_refused_by_the_loade
     assert "kernel k1 looks for 'a1.cubin'" in finding.message and "k0" not in finding.message
     assert "CUDA driver error: file not found" in finding.message
     assert finding.found is not None and "a0.cubin, b1.cubin" in finding.found
-    assert finding.hint is not None and "altered after it was built" in finding.hint
+    assert finding.hint is not None and "lacks files its own generated code opens" in finding.hint
+    assert "removed or renamed after the build" in finding.hint and "left the files out" in finding.hint
     assert finding.evidence["missing"] == [{"kernel": "k1", "file": "a1.cubin"}]
     with pytest.raises(PackageRejected) as info:
         runtime_probe.load(pkg)
