@@ -136,12 +136,17 @@ def _working_directory_unchanged() -> Iterator[None]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Run under ``nohup``, the suite and every process it starts would inherit SIGHUP ignored,
-    and aoti-guard rightly leaves an ignored SIGHUP ignored (runtime_probe/runtime/terminate.py): the
-    tests that send SIGHUP to a build or a probe would then wait for nothing. They test the
-    default disposition, which a terminal gives; so does this."""
+    """Run under ``nohup``, the suite and every process it starts would inherit SIGHUP ignored;
+    started in the background by a shell without job control (``(bash .ci/run &)``, a script's
+    ``cmd &``), SIGINT ignored, and Python then installs no Ctrl-C handler. aoti-guard rightly
+    leaves an ignored signal ignored (runtime_probe/runtime/terminate.py): the tests that send
+    SIGHUP or SIGINT to a build or a probe would wait for nothing (a fresh-clone CI run started
+    that way failed test_interrupt_phase.py, 2026-11-27). They test the default disposition,
+    which a terminal gives; so does this, for this process and, through exec, its children."""
     if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     _inductor_settings_for_the_tests()
 
 

@@ -35,3 +35,17 @@ def test_inductor_reads_the_wrapper_settings_from_the_environment() -> None:
     env = {**os.environ, "AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL": "O0", "AOT_INDUCTOR_ENABLE_LINE_TABLES": "0"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120).stdout.split()
     assert out == ["O0", "False"]
+
+
+def test_a_process_the_tests_start_gets_ctrl_c_even_when_the_suite_was_started_with_it_ignored() -> None:
+    """Started in the background by a shell without job control, the suite inherits SIGINT
+    ignored, and so would every build it interrupts (test_interrupt_phase.py failed that way):
+    tests/conftest.py gives this process Python's handler, and exec gives its children the default."""
+    import signal
+    import subprocess
+    import sys
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.split() == ["True"]
