@@ -23,9 +23,18 @@ PYTHON=${PYTHON:-python3}
 started=$(date +%s)
 stamp() { echo "[lane $VERSION +$(( $(date +%s) - started ))s] $*"; }
 declare -A TORCHVISION=([2.11]=0.26.0 [2.12]=0.27.1 [2.13]=0.28.0 [2.14]=0.29.2)
+installed() { "$VENV/bin/python" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null; }
+# what the install below was made from: a venv that --install-only made from the same torch, the
+# same dependency files and the same commit is used as it is (.ci/run installs each lane's venv
+# while another lane runs; doing it all again cost each lane ~40 s, issue 41)
+made_from() { echo "$VERSION $(git rev-parse HEAD 2>/dev/null) $(cat pyproject.toml constraints.txt scripts/readme_install.sh README.md | sha256sum | cut -c1-16)"; }
+MARKER=$VENV/.lane-installed
+if [ "$INSTALL_ONLY" = 0 ] && [ -f "$MARKER" ] && [ "$(cat "$MARKER")" = "$(made_from)" ] && [ "$(installed)" = "$VERSION" ]; then
+  stamp "the venv --install-only made for this commit, torch still $VERSION: used as it is"
+else
+rm -f "$MARKER"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir "torch==$VERSION"
-installed() { "$VENV/bin/python" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null; }
 [ "$(installed)" = "$VERSION" ] || { echo "lane $VERSION: the venv holds torch $(installed)" >&2; exit 1; }
 stamp "torch $VERSION installed"
 # the constraints without the 2.13 lane's torch and torchvision
@@ -43,6 +52,8 @@ bash scripts/venv/install_torchvision_shim.sh "$VENV"
 # the issue's promise: installing aoti-guard never moves an installed torch in 2.11..2.15
 [ "$(installed)" = "$VERSION" ] || { echo "lane $VERSION: installing aoti-guard moved torch to $(installed)" >&2; exit 1; }
 stamp "aoti-guard installed, torch still $VERSION"
+made_from > "$MARKER"
+fi
 if [ "$INSTALL_ONLY" = 1 ]; then
   stamp "installed (--install-only)"
   exit 0
