@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_probe.child.extractions import own_extraction_roots
 from runtime_probe.formats import safetensors as _safetensors
 from runtime_probe.formats import symexpr as _symexpr
 from runtime_probe.formats import treespec as _treespec
 from runtime_probe.golden import cases as _golden_cases
 from runtime_probe.golden import compact as _compact
+from runtime_probe.package.extractions import own_extraction_roots
 from runtime_probe.package.placement import leaf_device
 from runtime_probe.runtime import numerics as _numerics
 from runtime_probe.runtime import torch_compat

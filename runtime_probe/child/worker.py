@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_probe.child.extractions import extractions_of, made_by_the_loader, remove_leftover_extractions
 from runtime_probe.child.isolation import child_environment, python_argv
+from runtime_probe.package.extractions import extractions_of, made_by_the_loader, remove_leftover_extractions
 
 __all__ = ["BoundedCapture", "ChildCrashed", "ChildFailure", "ChildRaised", "ChildTimeout", "Worker", "kill_session", "signal_name"]
 
@@ -429,7 +429,7 @@ class Worker:
         self._remove_leftover_extractions()
 
     def _remove_leftover_extractions(self) -> None:
-        """Remove the package copies a dead child left (runtime_probe/child/extractions.py)."""
+        """Remove the package copies a dead child left (runtime_probe/package/extractions.py)."""
         if self._pending_package is not None:  # it died (or hung) in a request that loads: nothing named its copy
             package, since = self._pending_package
             self._pending_package = None

@@ -17,6 +17,7 @@ import difflib
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from runtime_probe.guard.weights import UnsetConstants, checked_constants, read_
 from runtime_probe.host.rules import parse_device
 from runtime_probe.host.skew import torch_to_install
 from runtime_probe.package.archive import Archive, open_archive
+from runtime_probe.package.extractions import remove_failed_load
 from runtime_probe.package.kernel_files import kernel_file_finding, model_folders
 from runtime_probe.package.manifest import Manifest
 from runtime_probe.package.private_copy import private_copy, tmpdir_finding
@@ -263,9 +265,11 @@ class _Opened:
 def _load_verified(req: _LoadRequest, copy: str) -> GuardedModel:
     opened = _open_verified(req, copy)
     _import_torch(opened.manifest)
+    since = time.time()
     try:
         compiled = torch_compat.make_package_loader(opened.load_path, opened.model_name, opened.index, req.num_runners)
     except RuntimeError as exc:
+        remove_failed_load(copy, since)  # torch extracted it, weights and all, and never removes a refused one
         op = user_modules.missing_op(str(exc))
         if op is not None:
             raise _missing_op_error(op, opened.manifest) from None

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import runtime_probe
+from runtime_probe.reporting.errors import ToolError
 from tests.integration.conftest import HERE, build_package, run_probe
 
 pytestmark = pytest.mark.integration
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.integration
 TARGET = str(HERE / "user_op_models.py")
 
 
-def test_a_custom_op_model_builds_and_probes_with_import(tmp_path: Path) -> None:
+def test_a_custom_op_model_builds_and_probes_with_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built = build_package(tmp_path, "user_op", f"{TARGET}:with_user_op")
     assert built.returncode == 0, built.stdout + built.stderr
     assert built.report is not None
@@ -35,3 +37,14 @@ def test_a_custom_op_model_builds_and_probes_with_import(tmp_path: Path) -> None
 
     imported = run_probe(str(built.path), "--import", TARGET)
     assert imported.returncode == 0, imported.stdout + imported.stderr
+
+    # the guarded loader in a process without the op refuses it by name, and leaves no copy of the
+    # package in TMPDIR: torch's loader extracts it before the constructor that throws, and never
+    # removes a refused one (7 such copies were left in /tmp by one CI run's public-record cases)
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    with pytest.raises(ToolError) as info:
+        runtime_probe.load(built.path)
+    assert info.value.code == "load.missing_op", info.value
+    assert sorted(p.name for p in tmpdir.iterdir()) == []

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def _load(worker: Worker, package: Path, tmp_path: Path) -> Path:
     """Load the package's model; the one folder torch's loader extracted it to. On torch 2.13+
     that is TMPDIR/aotinductor_XXXXXX, on 2.11 /tmp/XXXXXX whatever TMPDIR says
-    (runtime_probe/child/extractions.py); the child names it either way."""
+    (runtime_probe/package/extractions.py); the child names it either way."""
     reply = worker.request("load", 300, key="m", path=str(package), model_name="model")
     (root,) = reply["extracted_to"]
     assert worker.extractions == {root}
@@ -65,7 +65,7 @@ def test_a_child_that_dies_inside_the_load_leaves_no_extraction(example_pkg: Bui
     holds, in TMPDIR (2.13+) or /tmp (2.11), and removed."""
     import time
 
-    from runtime_probe.child.extractions import extractions_of
+    from runtime_probe.package.extractions import extractions_of
     from tests.hostile.faults import inject_env
 
     tmpdir = tmp_path / "tmp"

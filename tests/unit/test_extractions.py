@@ -1,4 +1,4 @@
-"""runtime_probe/child/extractions.py: a child names where its package was extracted (its memory
+"""runtime_probe/package/extractions.py: a child names where its package was extracted (its memory
 map), and what a dead child left there is removed, never what a live process still maps."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime_probe.child.extractions import extraction_roots, extractions_of, in_use, made_by_the_loader, remove_leftover_extractions
+from runtime_probe.package.extractions import extraction_roots, extractions_of, in_use, made_by_the_loader, remove_leftover_extractions
 
 MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fd:01 123 /usr/bin/python3.11
@@ -36,7 +36,7 @@ def _extraction(root: Path) -> Path:
 
 MAPPER = """
 import mmap, sys
-from runtime_probe.child.extractions import own_extraction_roots
+from runtime_probe.package.extractions import own_extraction_roots
 f = open(sys.argv[1], "rb")
 m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
 print(own_extraction_roots(), flush=True)

@@ -1,4 +1,4 @@
-"""Where torch's loader extracted a package, and removing what a dead child left there.
+"""Where torch's loader extracted a package, and removing what a dead child or a refused load left there.
 
 torch's C++ loader extracts a package into a temporary folder, dlopens the model's .so from it,
 and removes the folder when the model is destroyed: a child that crashes or is killed never
@@ -14,6 +14,11 @@ model files in a folder the loader names (mkdtemp's six characters), made after 
 What a child says is not trusted: a package runs its own native code there, and could name any
 folder. Only a folder the loader names, directly in /tmp or the child's TMPDIR, owned by this
 user and not a link, is ever removed (``made_by_the_loader``).
+
+The same happens in a serving process: a loader whose constructor throws (a custom op the process
+never registered, a .so that does not load) has extracted the package, weights and all, and never
+removes it, so a process that retries a refused load fills TMPDIR. ``remove_failed_load``, called
+by runtime_probe.load when the loader refuses, removes that copy the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ import re
 import shutil
 from collections.abc import Iterable
 
-__all__ = ["extraction_roots", "extractions_of", "in_use", "made_by_the_loader", "own_extraction_roots", "remove_leftover_extractions"]
+__all__ = [
+    "extraction_roots",
+    "extractions_of",
+    "in_use",
+    "made_by_the_loader",
+    "own_extraction_roots",
+    "remove_failed_load",
+    "remove_leftover_extractions",
+]
 
 # a package model's .so sits at <extraction>/<archive folder>/data/aotinductor/<model>/<name>.so,
 # <extraction> being the folder the loader made: mkdtemp's six characters, after "aotinductor_"
@@ -82,7 +95,7 @@ def own_extraction_roots() -> list[str]:
         return []
 
 
-def in_use(root: str) -> bool:
+def in_use(root: str, ignore_pid: int | None = None) -> bool:
     """Whether a running process maps a file from ``root`` (a model loaded from it) or holds one
     open (a loader still writing its extraction there). A loader between its last write and its
     dlopen does neither: on 2.11 (all loaders share /tmp) a child dying inside the load of the same
@@ -93,6 +106,8 @@ def in_use(root: str) -> bool:
     except OSError:
         return True  # cannot tell: keep it
     for pid in pids:
+        if ignore_pid is not None and int(pid) == ignore_pid:
+            continue
         try:
             with open(f"/proc/{pid}/maps") as fh:
                 if prefix in fh.read():
@@ -144,7 +159,7 @@ def extractions_of(package: str, folders: Iterable[str], since: float) -> list[s
     return found
 
 
-def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str], since: float) -> list[str]:
+def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str], since: float, ignore_pid: int | None = None) -> list[str]:
     """Remove the extraction folders in ``roots`` that the loader made in ``temp_dirs`` since
     ``since`` (``made_by_the_loader``), still hold a package's model layout, and no running process
     maps or holds a file of; returns those removed."""
@@ -153,9 +168,18 @@ def remove_leftover_extractions(roots: Iterable[str], temp_dirs: Iterable[str], 
     for root in sorted(roots):
         if not made_by_the_loader(root, temp_dirs, since) or not _holds_a_package(root):
             continue  # already gone (the model was destroyed), or not an extraction
-        if in_use(root):
+        if in_use(root, ignore_pid):
             continue
         shutil.rmtree(root, ignore_errors=True)
         if not os.path.exists(root):
             removed.append(root)
     return removed
+
+
+def remove_failed_load(package: str, since: float) -> list[str]:
+    """After torch's loader refused ``package`` in this process (its constructor threw): the copy
+    it extracted since ``since`` into TMPDIR (or /tmp, torch 2.11), removed; returns those removed."""
+    temp_dirs = [os.environ.get("TMPDIR") or "/tmp", "/tmp"]
+    # this process still maps the refused .so (torch dlopened it and never closed it): a mapping
+    # outlives its file, so only another process's use keeps the copy
+    return remove_leftover_extractions(extractions_of(package, temp_dirs, since), temp_dirs, since, ignore_pid=os.getpid())
